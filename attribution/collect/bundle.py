@@ -1,0 +1,64 @@
+"""The bundle collector: every log of an incident bundle (spec/bundle.md) to observations and coverage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Mapping
+
+from ..model import Coverage, ExecutionContext, Observation
+from .joboutput import read_job_output
+from .nodelogs import NodeLogSpec, read_node_log
+from .scan import Prefilter
+
+KERNEL_LOG = "kernel.log"
+FABRICMANAGER_LOG = "fabricmanager.log"
+#: Node-local files read as source "node" besides the two above (spec/bundle.md).
+OTHER_LOG_SUFFIXES = (".log", ".txt")
+
+
+def collect_bundle(bundle: Path, ctx: ExecutionContext,
+                   prefilter_for: Callable[[str], Prefilter]) -> tuple[list[Observation], list[Coverage]]:
+    """All observations of a bundle, with one coverage record per source and node (or job file)."""
+    observations: list[Observation] = []
+    coverage: list[Coverage] = []
+    nodes_dir = bundle / "nodes"
+    for node in ctx.nodes:
+        ndir = nodes_dir / node
+        if not ndir.is_dir():
+            reason = f"no nodes/{node} folder"
+            coverage.append(Coverage("kernel", node, "missing", reason=reason))
+            coverage.append(Coverage("fabricmanager", node, "missing", reason=reason))
+            continue
+        for source, name in (("kernel", KERNEL_LOG), ("fabricmanager", FABRICMANAGER_LOG)):
+            spec = NodeLogSpec(source, node, f"nodes/{node}/{name}")
+            obs, cov = read_node_log(ndir / name, spec, ctx, prefilter_for(source))
+            observations.extend(obs)
+            coverage.append(cov)
+        for extra in _other_logs(ndir):
+            spec = NodeLogSpec("node", node, f"nodes/{node}/{extra.name}")
+            obs, cov = read_node_log(extra, spec, ctx, prefilter_for("node"))
+            observations.extend(obs)
+            coverage.append(cov)
+    job_dir = bundle / "job"
+    files = sorted(p for p in job_dir.iterdir() if p.is_file()) if job_dir.is_dir() else []
+    if not files:
+        coverage.append(Coverage("job", None, "missing", reason="no job output files"))
+    for path in files:
+        obs, cov = read_job_output(path, f"job/{path.name}", ctx, prefilter_for("job"))
+        observations.extend(obs)
+        coverage.append(cov)
+    return observations, coverage
+
+
+def _other_logs(ndir: Path) -> list[Path]:
+    out = []
+    for p in sorted(ndir.iterdir()):
+        if p.name in (KERNEL_LOG, FABRICMANAGER_LOG) or not p.is_file():
+            continue
+        if p.suffix in OTHER_LOG_SUFFIXES:
+            out.append(p)
+    return out
+
+
+def prefilters(mapping: Mapping[str, Prefilter]) -> Callable[[str], Prefilter]:
+    return lambda source: mapping[source]

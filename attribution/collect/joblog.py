@@ -1,0 +1,150 @@
+"""A job's own stdout/stderr: taking apart the prefixes launchers and libraries put in front of each line.
+
+Prefixes, outermost first: kubectl `--prefix` / `--timestamps`, srun `--label` (` 12: `), PyTorch's `[rankN]:`,
+then inside the message NCCL's `host:pid:tid [dev]` (optionally behind `[YYYY-MM-DD HH:MM:SS]`), glog stamps
+(`[E310 09:24:36.943 file:line]`, `E0324 14:05:14.452000 pid file:line]`) and Python logging stamps.
+Python tracebacks are followed per output stream so that the exception line after the frames is flagged.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+
+from ..timeparse import UTC, TimeError, YearGuesser, as_utc, parse_iso
+
+_KUBECTL_PREFIX = re.compile(r"^\[pod/(?P<pod>[^/\]\s]+)/(?P<container>[^\]\s]+)\] ")
+_KUBECTL_TS = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
+_LABEL = re.compile(r"^\s*(?:P(?P<het>\d+) )?(?P<task>\d+): ")
+_RANK = re.compile(r"^\[[Rr]ank ?(?P<rank>\d+)\]: ?")
+_RANK_IN_MESSAGE = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
+_NCCL = re.compile(
+    r"^(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] )?(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) "
+    r"\[(?P<dev>\d+)\] ")
+_GLOG_BRACKET = re.compile(
+    r"^\[(?P<lvl>[EWIF])(?P<mo>\d{1,2})(?P<dd>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.(?P<frac>\d+))? ")
+_GLOG_PLAIN = re.compile(
+    r"^(?P<lvl>[EWIF])(?P<mo>\d{1,2})(?P<dd>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.(?P<frac>\d+))? +\d+ ")
+_PYLOG = re.compile(
+    r"^(?:\[[^\]\s]{1,40}\] )?\[?(?P<date>\d{4}-\d\d-\d\d)[ T](?P<time>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d+))?")
+_TRACEBACK = re.compile(r"^(?:Original )?Traceback \(most recent call last\):")
+
+#: Structural pattern the job collector adds to the rules' prefilter, so traceback headers are seen.
+TRACEBACK_PREFILTER = rb"Traceback \(most recent call last\)"
+
+TRACEBACK_EXCEPTION = "traceback_exception"
+
+
+@dataclass(frozen=True, slots=True)
+class JobLine:
+    text: str
+    time: datetime | None
+    host: str | None = None
+    rank: int | None = None
+    label: int | None = None
+    pod: str | None = None
+    traceback_header: bool = False
+
+
+class JobLineParser:
+    """Takes one job-output line apart. `labelled` says whether the file carries srun --label prefixes."""
+
+    def __init__(self, zone: tzinfo = UTC, years: YearGuesser | None = None, labelled: bool = False) -> None:
+        self.zone = zone
+        self.years = years or YearGuesser(None, None, zone)
+        self.labelled = labelled
+
+    def parse(self, line: str) -> JobLine:
+        text = line
+        time: datetime | None = None
+        pod = None
+        label = None
+        rank = None
+        for _ in range(2):  # kubectl writes --prefix then --timestamps; accept either order
+            m = _KUBECTL_PREFIX.match(text)
+            if m:
+                pod = m["pod"]
+                text = text[m.end():]
+            m = _KUBECTL_TS.match(text)
+            if m:
+                time = self._iso(m["iso"])
+                text = text[m.end():]
+        if self.labelled:
+            m = _LABEL.match(text)
+            if m:
+                label = int(m["task"])
+                text = text[m.end():]
+        m = _RANK.match(text)
+        if m:
+            rank = int(m["rank"])
+            text = text[m.end():]
+        if rank is None:
+            m = _RANK_IN_MESSAGE.search(text)
+            if m:
+                rank = int(m["rank"])
+        host = None
+        m = _NCCL.match(text)
+        if m:
+            host = m["host"]
+            if m["ts"] and time is None:
+                time = self._iso(m["ts"])
+        elif time is None:
+            time = self._stamp(text)
+        header = bool(_TRACEBACK.match(text))
+        return JobLine(text=text.rstrip(), time=time, host=host, rank=rank, label=label, pod=pod,
+                       traceback_header=header)
+
+    def _stamp(self, text: str) -> datetime | None:
+        m = _GLOG_BRACKET.match(text) or _GLOG_PLAIN.match(text)
+        if m:
+            micro = int((m["frac"] or "0")[:6].ljust(6, "0"))
+            try:
+                return self.years.place(int(m["mo"]), int(m["dd"]), int(m["h"]), int(m["m"]), int(m["s"]), micro)
+            except (ValueError, OverflowError):
+                return None
+        m = _PYLOG.match(text)
+        if m:
+            frac = (m["frac"] or "0")[:6].ljust(6, "0")
+            try:
+                return as_utc(datetime.fromisoformat(f"{m['date']}T{m['time']}.{frac}"), self.zone)
+            except ValueError:
+                return None
+        return None
+
+    def _iso(self, s: str) -> datetime | None:
+        try:
+            return parse_iso(s, self.zone)
+        except TimeError:
+            return None
+
+
+def looks_labelled(sample_lines: list[str]) -> bool:
+    """A file is srun --label output when most of its non-empty lines carry a task-number prefix."""
+    lines = [ln for ln in sample_lines if ln.strip()]
+    if not lines:
+        return False
+    hits = sum(1 for ln in lines if _LABEL.match(ln))
+    return hits * 2 >= len(lines)
+
+
+def is_exception_line(text: str) -> bool:
+    """After a traceback's frames, the first line that is not indented ends it (the exception line)."""
+    return bool(text) and not text[0].isspace() and not _TRACEBACK.match(text)
+
+
+class TracebackTracker:
+    """Follows Python tracebacks per output stream and flags each traceback's exception line."""
+
+    def __init__(self) -> None:
+        self._open: set[tuple] = set()
+
+    def feed(self, stream: tuple, line: JobLine) -> bool:
+        """Returns True when `line` is the exception line of an open traceback in `stream`."""
+        if line.traceback_header:
+            self._open.add(stream)
+            return False
+        if stream in self._open and is_exception_line(line.text):
+            self._open.discard(stream)
+            return True
+        return False

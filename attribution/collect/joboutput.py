@@ -1,0 +1,111 @@
+"""The job's stdout/stderr files to observations (prefixes taken apart, traceback exception lines flagged)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import BinaryIO
+
+import re2
+
+from ..model import Coverage, ExecutionContext, Observation
+from ..timeparse import YearGuesser, resolve_zone
+from .joblog import TRACEBACK_EXCEPTION, TRACEBACK_PREFILTER, JobLineParser, TracebackTracker, looks_labelled
+from .scan import Prefilter, scan
+from .textio import ReadStats, decode
+
+SAMPLE_BYTES = 64 << 10
+
+
+class _Rewound:
+    """A reader that first replays bytes already taken from the head of a stream (pipes cannot seek)."""
+
+    def __init__(self, head: bytes, fp: BinaryIO) -> None:
+        self._head = head
+        self._fp = fp
+
+    def read(self, n: int = -1) -> bytes:
+        if self._head:
+            if n < 0 or n >= len(self._head):
+                out, self._head = self._head, b""
+                rest = self._fp.read(-1 if n < 0 else n - len(out))
+                return out + rest
+            out, self._head = self._head[:n], self._head[n:]
+            return out
+        return self._fp.read(n)
+
+
+class _WithTraceback:
+    """The rules' prefilter plus the structural traceback header pattern."""
+
+    def __init__(self, inner: Prefilter) -> None:
+        self._inner = inner
+        self._tb = re2.compile(TRACEBACK_PREFILTER)
+
+    def find(self, block: bytes) -> list[int]:
+        a = self._inner.find(block)
+        b = [m.start() for m in self._tb.finditer(block)]
+        if not b:
+            return a
+        return sorted(set(a).union(b))
+
+
+def node_of_file(name: str, nodes: tuple[str, ...]) -> str | None:
+    """`g101.out`, `g101-stderr.log`, `g101_rank0.txt` or `g101` belong to node g101 (spec/bundle.md rule 4)."""
+    for n in sorted(nodes, key=len, reverse=True):
+        if name == n or (name.startswith(n) and name[len(n):len(n) + 1] in (".", "-", "_")):
+            return n
+    return None
+
+
+def parse_job_output(fp: BinaryIO, location: str, ctx: ExecutionContext, prefilter: Prefilter,
+                     file_node: str | None = None) -> tuple[list[Observation], ReadStats]:
+    head = fp.read(SAMPLE_BYTES)
+    sample = head.decode("utf-8", errors="replace").splitlines()[:400]
+    zone = resolve_zone(ctx.timezone)
+    parser = JobLineParser(zone=zone, years=YearGuesser(ctx.start, ctx.end, zone),
+                           labelled=looks_labelled(sample))
+    tracker = TracebackTracker()
+    stats = ReadStats()
+    out: list[Observation] = []
+    for hit in scan(_Rewound(head, fp), stats, _WithTraceback(prefilter)):
+        raw = decode(hit.raw)
+        jl = parser.parse(raw)
+        is_exc = tracker.feed((jl.label, jl.rank, jl.pod), jl)
+        if jl.traceback_header:
+            continue
+        out.append(Observation(
+            source="job",
+            node=file_node,
+            location=f"{location}:{hit.lineno}",
+            text=jl.text,
+            line=raw,
+            time=jl.time,
+            host=jl.host,
+            rank=jl.rank,
+            label=jl.label,
+            flags=frozenset((TRACEBACK_EXCEPTION,)) if is_exc else frozenset(),
+        ))
+    return out, stats
+
+
+def read_job_output(path: Path, location: str, ctx: ExecutionContext,
+                    prefilter: Prefilter) -> tuple[list[Observation], Coverage]:
+    file_node = node_of_file(path.name, ctx.nodes)
+    try:
+        with open(path, "rb") as fp:
+            obs, stats = parse_job_output(fp, location, ctx, prefilter, file_node)
+    except FileNotFoundError:
+        return [], Coverage("job", file_node, "missing", reason="no file", file=location)
+    except OSError as exc:
+        return [], Coverage("job", file_node, "error", reason=f"cannot read: {exc.strerror or exc}", file=location)
+    status = "ok" if stats.bytes else "empty"
+    return obs, Coverage("job", file_node, status, lines=stats.lines, file=location, notes=tuple(stats.summary()))
+
+
+def parse_job_text(text: str, location: str, ctx: ExecutionContext, prefilter: Prefilter,
+                   file_node: str | None = None) -> list[Observation]:
+    obs, _ = parse_job_output(io.BytesIO(text.encode("utf-8", errors="surrogateescape")), location, ctx,
+                              prefilter, file_node)
+    return obs
+

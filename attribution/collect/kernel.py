@@ -1,0 +1,166 @@
+"""Kernel log line prefixes (knowledge/log-formats.md section 0), taken apart into time and message.
+
+The same `NVRM: Xid ...` message arrives behind many prefixes: raw dmesg seconds since boot, `dmesg -T`,
+`dmesg --time-format iso`, journalctl short and short-iso, syslog with or without the printk stamp,
+rsyslog RFC 3339, /dev/kmsg records, Talos, or a bare `kernel:`. `KernelLineParser.parse` is pure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, tzinfo
+
+from ..timeparse import MONTHS, UTC, TimeError, YearGuesser, as_utc, parse_iso
+
+# Each pattern is matched at the start of the line. Named groups: see KernelLineParser._build.
+_KMSG = re.compile(r"^(?P<prio>\d+),(?P<seq>\d+),(?P<usec>\d+),(?P<flag>[-+c])[^;]*;(?P<msg>.*)$")
+_RAW = re.compile(r"^\[\s*(?P<sec>\d+\.\d+)\](?:\[\s*[TC]\d+\])?\s?(?P<msg>.*)$")
+_CTIME = re.compile(
+    r"^\[(?:[A-Z][a-z]{2} )?(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d) "
+    r"(?P<year>\d{4})\]\s?(?P<msg>.*)$")
+_ISO_DECODE = re.compile(
+    r"^(?P<fac>[a-z]+)\s*:(?P<lvl>[a-z]+)\s*: (?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?"
+    r"(?:Z|[+-]\d\d:?\d\d)?) (?P<msg>.*)$")
+_SYSLOG = re.compile(
+    r"^(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.(?P<frac>\d+))? "
+    r"(?P<host>\S+) (?P<tag>[^:\[\s]+)(?:\[\d+\])?: (?P<msg>.*)$")
+_RFC3339 = re.compile(
+    r"^(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?) "
+    r"(?P<host>\S+) (?P<tag>[^:\[\s]+)(?:\[\d+\])?: (?P<msg>.*)$")
+_TALOS = re.compile(
+    r"^(?P<host>\S+): (?P<fac>[a-z]+): +(?P<lvl>[a-z]+): \[(?P<iso>\d{4}-[^\]]+)\]: (?P<msg>.*)$")
+_BARE = re.compile(r"^kernel: (?P<msg>.*)$")
+_PRINTK = re.compile(r"^\[\s*(?P<sec>\d+\.\d+)\]\s?")
+_JOURNAL_MARK = re.compile(r"^-- (?:Boot [0-9a-f]+|Reboot|Logs begin|Journal begins|No entries)")
+
+FORMATS = ("kmsg", "dmesg", "dmesg-T", "dmesg-iso", "syslog", "rfc3339", "talos", "bare")
+
+
+@dataclass(frozen=True, slots=True)
+class KernelLine:
+    text: str  # the message after the prefix
+    time: datetime | None
+    host: str | None = None
+    tag: str | None = None
+    fmt: str | None = None  # which prefix was recognised; None for a continuation or unprefixed line
+    continuation: bool = False  # an indented dmesg continuation, or a /dev/kmsg 'c' record
+    boot_marker: bool = False
+    uptime: float | None = None  # seconds since boot, for raw dmesg / kmsg
+
+
+class KernelLineParser:
+    """Takes kernel log lines apart. Remembers the last format seen, which is nearly always the next one."""
+
+    def __init__(self, zone: tzinfo = UTC, boot_time: datetime | None = None,
+                 years: YearGuesser | None = None) -> None:
+        self.zone = zone
+        self.boot_time = boot_time
+        self.years = years or YearGuesser(None, None, zone)
+        self._order = [self._kmsg, self._rfc3339, self._syslog, self._ctime, self._raw, self._iso_decode,
+                       self._talos, self._bare]
+        self._last = None
+
+    def parse(self, line: str) -> KernelLine:
+        if self._last is not None:
+            r = self._last(line)
+            if r is not None:
+                return r
+        if not line or line[0] in " \t":
+            return KernelLine(text=line.strip(), time=None, continuation=bool(line.strip()))
+        if _JOURNAL_MARK.match(line):
+            return KernelLine(text=line, time=None, boot_marker=True)
+        for fn in self._order:
+            r = fn(line)
+            if r is not None:
+                self._last = fn
+                return r
+        return KernelLine(text=line.strip(), time=None)
+
+    # -- one method per prefix format ---------------------------------------------------------------
+    def _since_boot(self, seconds: float) -> datetime | None:
+        if self.boot_time is None:
+            return None
+        return self.boot_time + timedelta(seconds=seconds)
+
+    def _kmsg(self, line: str) -> KernelLine | None:
+        m = _KMSG.match(line)
+        if not m:
+            return None
+        sec = int(m["usec"]) / 1e6
+        return KernelLine(text=m["msg"], time=self._since_boot(sec), fmt="kmsg",
+                          continuation=m["flag"] == "c", uptime=sec)
+
+    def _raw(self, line: str) -> KernelLine | None:
+        m = _RAW.match(line)
+        if not m:
+            return None
+        sec = float(m["sec"])
+        return KernelLine(text=m["msg"], time=self._since_boot(sec), fmt="dmesg", uptime=sec)
+
+    def _ctime(self, line: str) -> KernelLine | None:
+        m = _CTIME.match(line)
+        if not m:
+            return None
+        mon = MONTHS.get(m["mon"].lower())
+        if mon is None:
+            return None
+        try:
+            t = as_utc(datetime(int(m["year"]), mon, int(m["day"]), int(m["h"]), int(m["m"]), int(m["s"])),
+                       self.zone)
+        except ValueError:
+            t = None
+        return KernelLine(text=m["msg"], time=t, fmt="dmesg-T")
+
+    def _iso_decode(self, line: str) -> KernelLine | None:
+        m = _ISO_DECODE.match(line)
+        if not m:
+            return None
+        return KernelLine(text=m["msg"], time=self._iso(m["iso"]), fmt="dmesg-iso")
+
+    def _syslog(self, line: str) -> KernelLine | None:
+        m = _SYSLOG.match(line)
+        if not m:
+            return None
+        mon = MONTHS.get(m["mon"].lower())
+        if mon is None:
+            return None
+        micro = int((m["frac"] or "0")[:6].ljust(6, "0"))
+        t = self.years.place(mon, int(m["day"]), int(m["h"]), int(m["m"]), int(m["s"]), micro)
+        msg, up = _strip_printk(m["msg"])
+        return KernelLine(text=msg, time=t, host=m["host"], tag=m["tag"], fmt="syslog", uptime=up)
+
+    def _rfc3339(self, line: str) -> KernelLine | None:
+        m = _RFC3339.match(line)
+        if not m:
+            return None
+        msg, up = _strip_printk(m["msg"])
+        return KernelLine(text=msg, time=self._iso(m["iso"]), host=m["host"], tag=m["tag"], fmt="rfc3339",
+                          uptime=up)
+
+    def _talos(self, line: str) -> KernelLine | None:
+        m = _TALOS.match(line)
+        if not m:
+            return None
+        return KernelLine(text=m["msg"], time=self._iso(m["iso"]), host=m["host"], fmt="talos")
+
+    def _bare(self, line: str) -> KernelLine | None:
+        m = _BARE.match(line)
+        if not m:
+            return None
+        msg, up = _strip_printk(m["msg"])
+        return KernelLine(text=msg, time=self._since_boot(up) if up is not None else None, fmt="bare",
+                          uptime=up)
+
+    def _iso(self, s: str) -> datetime | None:
+        try:
+            return parse_iso(s, self.zone)
+        except TimeError:
+            return None
+
+
+def _strip_printk(msg: str) -> tuple[str, float | None]:
+    m = _PRINTK.match(msg)
+    if not m:
+        return msg, None
+    return msg[m.end():], float(m["sec"])

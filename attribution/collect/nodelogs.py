@@ -1,0 +1,149 @@
+"""Node-local logs (kernel, Fabric Manager, other text logs) to observations, with multi-line records joined.
+
+`parse_node_log` is the pure part: bytes in, observations and read statistics out. `read_node_log` opens the
+file and turns I/O failures into a coverage record; a collector never raises for a bad file.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import BinaryIO
+
+from ..model import Coverage, ExecutionContext, Observation
+from ..timeparse import UTC, YearGuesser, resolve_zone
+from .fabricmanager import FabricManagerLineParser
+from .kernel import KernelLineParser
+from .scan import Hit, Prefilter, next_line, previous_line, scan
+from .textio import ReadStats, decode
+
+MAX_CONTINUATION = 16  # lines joined into one record at most
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLogSpec:
+    source: str  # kernel | fabricmanager | node
+    node: str
+    location: str  # path shown in locations, relative to the bundle (or the absolute path on a node)
+
+
+def _parsers(ctx: ExecutionContext, spec: NodeLogSpec):
+    zone = resolve_zone(ctx.timezone)
+    years = YearGuesser(ctx.start, ctx.end, zone)
+    if spec.source == "fabricmanager":
+        return FabricManagerLineParser(zone=zone, years=years)
+    return KernelLineParser(zone=zone, boot_time=ctx.boot_time.get(spec.node), years=years)
+
+
+def parse_node_log(fp: BinaryIO, spec: NodeLogSpec, ctx: ExecutionContext,
+                   prefilter: Prefilter) -> tuple[list[Observation], ReadStats]:
+    """Observations for every record of a node log that the prefilter points at. Pure apart from `fp`."""
+    stats = ReadStats()
+    parser = _parsers(ctx, spec)
+    out: list[Observation] = []
+    seen_heads: set[int] = set()
+    last_time: datetime | None = None
+    backwards = 0
+    raw_dmesg_untimed = False
+    current: bytes | None = None
+    for hit in scan(fp, stats, prefilter):
+        if hit.block is not current:
+            current = hit.block
+            seen_heads.clear()
+        rec = _assemble(hit, parser)
+        if rec.head_start in seen_heads:
+            continue
+        seen_heads.add(rec.head_start)
+        first = rec.head
+        if getattr(first, "fmt", None) in ("dmesg", "kmsg") and first.time is None:
+            raw_dmesg_untimed = True
+        t = first.time
+        if t is not None:
+            if last_time is not None and t < last_time - timedelta(seconds=1):
+                backwards += 1
+            last_time = t if last_time is None or t > last_time else last_time
+        out.append(Observation(
+            source=spec.source,
+            node=spec.node,
+            location=f"{spec.location}:{hit.lineno - rec.lines_before}",
+            text=rec.text,
+            line=rec.line,
+            time=t,
+            host=getattr(first, "host", None),
+        ))
+    if raw_dmesg_untimed:
+        stats.notes.append("seconds-since-boot stamps but no boot_time for this node: times unknown")
+    if backwards:
+        stats.notes.append(f"timestamps go backwards {backwards} time(s)")
+    return out, stats
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    head_start: int
+    line: str  # the record's first line, as in the file
+    head: object  # the parsed first line (KernelLine or FMLine)
+    text: str
+    lines_before: int  # how many lines before the hit the record starts
+
+
+def _assemble(hit: Hit, parser) -> _Record:
+    """Join a record's continuation lines (indented dmesg lines, FM payload lines, kmsg 'c' records)."""
+    block = hit.block
+    s, e = hit.start, hit.end
+    raw = decode(block[s:e])
+    cur = parser.parse(raw)
+    before = 0
+    # Walk back from a continuation line to the line that starts the record.
+    while cur.continuation and before < MAX_CONTINUATION:
+        prev = previous_line(block, s)
+        if prev is None:
+            break
+        s, e = prev
+        before += 1
+        raw = decode(block[s:e])
+        cur = parser.parse(raw)
+    head_start, head_end, head = s, e, cur
+    parts = [cur.text]
+    # Walk forward collecting continuation lines.
+    pos_end = head_end
+    for _ in range(MAX_CONTINUATION):
+        nxt = next_line(block, pos_end)
+        if nxt is None:
+            break
+        ns, ne = nxt
+        p = parser.parse(decode(block[ns:ne]))
+        if not p.continuation:
+            break
+        parts.append(p.text)
+        pos_end = ne
+    text = " ".join(x for x in parts if x)
+    return _Record(head_start, raw, head, text, before)
+
+
+def read_node_log(path: Path, spec: NodeLogSpec, ctx: ExecutionContext,
+                  prefilter: Prefilter) -> tuple[list[Observation], Coverage]:
+    """Read one node log; every failure becomes a coverage record instead of an exception."""
+    try:
+        with open(path, "rb") as fp:
+            obs, stats = parse_node_log(fp, spec, ctx, prefilter)
+    except FileNotFoundError:
+        return [], Coverage(spec.source, spec.node, "missing", reason="no file", file=spec.location)
+    except OSError as exc:
+        return [], Coverage(spec.source, spec.node, "error", reason=f"cannot read: {exc.strerror or exc}",
+                            file=spec.location)
+    status = "ok" if stats.bytes else "empty"
+    return obs, Coverage(spec.source, spec.node, status, lines=stats.lines, file=spec.location,
+                         notes=tuple(stats.summary()))
+
+
+def parse_node_text(text: str, spec: NodeLogSpec, ctx: ExecutionContext,
+                    prefilter: Prefilter) -> list[Observation]:
+    """Convenience for tests and connectors that already hold the text."""
+    obs, _ = parse_node_log(io.BytesIO(text.encode("utf-8", errors="surrogateescape")), spec, ctx, prefilter)
+    return obs
+
+
+__all__ = ["NodeLogSpec", "parse_node_log", "read_node_log", "parse_node_text", "UTC"]

@@ -1,0 +1,190 @@
+"""The values that flow through the pipeline: execution context, observation, event, coverage, verdict.
+
+Everything here is a frozen dataclass and depends on nothing else of ours. Times are timezone-aware UTC
+datetimes, or None when the source line carried no usable timestamp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from types import MappingProxyType
+from typing import Mapping
+
+UTC = timezone.utc
+
+#: Roles an event can play (spec/verdict.md "Roles").
+ROLES = ("cause", "symptom", "context")
+
+#: Outcomes, closed list (spec/verdict.md "Outcomes").
+OUTCOMES = (
+    "gpu_hardware",
+    "nvlink",
+    "nvswitch_fabric",
+    "network",
+    "host",
+    "application",
+    "scheduler",
+    "unknown",
+    "none",
+)
+
+#: Outcomes whose causes are infrastructure faults: they name culprit nodes.
+INFRASTRUCTURE_OUTCOMES = frozenset({"gpu_hardware", "nvlink", "nvswitch_fabric", "network", "host"})
+
+ACTIONS = (
+    "none",
+    "resubmit",
+    "fix_application",
+    "reset_gpu",
+    "drain_node",
+    "inspect_fabric",
+    "inspect_network",
+    "investigate",
+)
+
+#: Sources of observations.
+SOURCES = ("kernel", "fabricmanager", "job", "node", "scheduler", "metrics")
+
+
+def _frozen_map(m: Mapping | None) -> Mapping:
+    return MappingProxyType(dict(m or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionContext:
+    """Who ran what, where and when: the scope of one job."""
+
+    cluster: str
+    job_id: str
+    nodes: tuple[str, ...]
+    scheduler: str = "static"
+    user: str | None = None
+    partition: str | None = None
+    state: str = "UNKNOWN"
+    exit_code: str | None = None
+    failed_node: str | None = None
+    tasks_per_node: int | None = None
+    srun_tasks_per_node: int | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+    timezone: str = "UTC"
+    boot_time: Mapping[str, datetime] = field(default_factory=lambda: MappingProxyType({}))
+    gpus_per_node: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "boot_time", _frozen_map(self.boot_time))
+
+    def node_of_rank(self, rank: int | None) -> str | None:
+        """Block distribution: rank N runs on node N // tasks_per_node."""
+        if rank is None or not self.tasks_per_node or rank < 0:
+            return None
+        idx = rank // self.tasks_per_node
+        return self.nodes[idx] if idx < len(self.nodes) else None
+
+    def node_of_task(self, task: int | None) -> str | None:
+        """srun task ids map through srun_tasks_per_node (default tasks_per_node)."""
+        per = self.srun_tasks_per_node or self.tasks_per_node
+        if task is None or not per or task < 0:
+            return None
+        idx = task // per
+        return self.nodes[idx] if idx < len(self.nodes) else None
+
+    def resolve_host(self, host: str | None) -> str | None:
+        """A host name as printed in a log (maybe fully qualified) to one of the job's nodes."""
+        if not host:
+            return None
+        if host in self.nodes:
+            return host
+        short = host.split(".", 1)[0]
+        return short if short in self.nodes else None
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One log record (a line, or a multi-line record joined) with its prefix taken apart."""
+
+    source: str
+    node: str | None
+    location: str
+    text: str
+    line: str
+    time: datetime | None = None
+    host: str | None = None
+    rank: int | None = None
+    label: int | None = None
+    flags: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A normalized fault event produced by a rule from one observation."""
+
+    kind: str
+    role: str
+    rule: str
+    source: str
+    location: str
+    line: str
+    message: str
+    node: str | None = None
+    gpu: str | None = None
+    code: int | None = None
+    rank: int | None = None
+    time: datetime | None = None
+    outcome: str | None = None
+    action: str | None = None
+    severity: str = "info"
+    fields: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fields", _frozen_map(self.fields))
+
+    def sort_key(self) -> tuple:
+        """A total order independent of the order in which events were produced."""
+        t = self.time.timestamp() if self.time else float("inf")
+        return (t, self.node or "", self.location, self.rule, self.kind)
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """What one collector saw of one source on one node (or of one job file)."""
+
+    source: str
+    node: str | None
+    status: str  # ok | empty | missing | error
+    lines: int = 0
+    reason: str | None = None
+    file: str | None = None
+    notes: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        d: dict = {"source": self.source, "node": self.node, "status": self.status, "lines": self.lines}
+        if self.file:
+            d["file"] = self.file
+        if self.reason:
+            d["reason"] = self.reason
+        if self.notes:
+            d["notes"] = list(self.notes)
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class Symptom:
+    event: Event
+    explained_by: str | None  # "root_cause", an explaining event's reference, or None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    context: ExecutionContext
+    outcome: str
+    confidence: str
+    action: str
+    root_cause: Event | None
+    culprits: tuple[tuple[str, str | None], ...]
+    symptoms: tuple[Symptom, ...]
+    explanation: str
+    coverage: tuple[Coverage, ...]
+    rules_version: str
+    causes: tuple[Event, ...] = ()  # every cause left unexplained, root first

@@ -1,0 +1,105 @@
+"""Time stamps as logs print them, turned into UTC: zones, ISO forms, year-less stamps."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+UTC = timezone.utc
+
+MONTHS = {m: i for i, m in enumerate(
+    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
+
+_OFFSET = re.compile(r"^(?:UTC|GMT)?([+-])(\d{1,2}):?(\d{2})?$")
+
+
+class TimeError(ValueError):
+    """A time or zone that cannot be understood."""
+
+
+def resolve_zone(name: str | None) -> tzinfo:
+    """An IANA zone name (Asia/Tokyo) or a fixed offset (+09:00, -0500, UTC) to a tzinfo."""
+    if not name or name.upper() in ("UTC", "Z", "GMT"):
+        return UTC
+    m = _OFFSET.match(name.strip())
+    if m:
+        sign = 1 if m.group(1) == "+" else -1
+        delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3) or 0))
+        return timezone(sign * delta)
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise TimeError(f"unknown time zone {name!r}") from exc
+
+
+def as_utc(dt: datetime, zone: tzinfo = UTC) -> datetime:
+    """A naive datetime is read in `zone`; an aware one is converted."""
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=zone)
+    return dt.astimezone(UTC)
+
+
+def parse_iso(text: str, zone: tzinfo = UTC) -> datetime:
+    """ISO 8601 in the forms logs and configs use: 'T' or ' ', 'Z', +hh:mm, +hhmm, comma decimals."""
+    s = text.strip().replace(",", ".")
+    if s.endswith("Z") or s.endswith("z"):
+        s = s[:-1] + "+00:00"
+    m = re.search(r"([+-]\d\d)(\d\d)$", s)
+    if m and ":" not in s[-6:]:
+        s = s[: m.start()] + m.group(1) + ":" + m.group(2)
+    # Python < 3.11 fromisoformat is strict about fraction length; 3.11 accepts 1-6 digits. Trim longer ones.
+    s = re.sub(r"(\.\d{6})\d+", r"\1", s)
+    try:
+        dt = datetime.fromisoformat(s)
+    except ValueError as exc:
+        raise TimeError(f"not an ISO 8601 time: {text!r}") from exc
+    return as_utc(dt, zone)
+
+
+class YearGuesser:
+    """Gives a year-less stamp (syslog 'Mar 24 14:05:12', glog 'E0324') the year that puts it nearest the job.
+
+    Candidates are the years of the job window and the ones either side, so that a December line of a job
+    that ends in January lands in the right year.
+    """
+
+    __slots__ = ("_years", "_lo", "_hi", "_zone")
+
+    def __init__(self, start: datetime | None, end: datetime | None, zone: tzinfo = UTC) -> None:
+        ref_lo = start or end
+        ref_hi = end or start
+        self._zone = zone
+        if ref_lo is None:
+            now = datetime.now(UTC)
+            ref_lo = ref_hi = now
+        self._lo, self._hi = ref_lo, ref_hi
+        ys = {ref_lo.year - 1, ref_lo.year, ref_hi.year, ref_hi.year + 1}
+        self._years = sorted(ys)
+
+    def place(self, month: int, day: int, hour: int, minute: int, second: int, micro: int = 0) -> datetime | None:
+        best: datetime | None = None
+        best_d: float | None = None
+        for y in self._years:
+            try:
+                dt = as_utc(datetime(y, month, day, hour, minute, second, micro), self._zone)
+            except ValueError:
+                continue  # Feb 29 in a non-leap year
+            if dt < self._lo:
+                d = (self._lo - dt).total_seconds()
+            elif dt > self._hi:
+                d = (dt - self._hi).total_seconds()
+            else:
+                d = 0.0
+            if best_d is None or d < best_d:
+                best, best_d = dt, d
+        return best
+
+
+def format_utc(dt: datetime | None) -> str | None:
+    if dt is None:
+        return None
+    dt = dt.astimezone(UTC)
+    if dt.microsecond:
+        return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
