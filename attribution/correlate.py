@@ -178,7 +178,7 @@ def correlate(ruleset: RuleSet, ctx: ExecutionContext, events: Iterable[Event],
         culprits=tuple(culprits),
         symptoms=tuple(symptoms),
         explanation=explanation,
-        coverage=tuple(coverage),
+        coverage=tuple(sorted(coverage, key=lambda c: (c.source, c.node or "", c.file or "", c.status))),
         rules_version=ruleset.version,
         causes=verdict_causes,
     )

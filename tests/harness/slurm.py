@@ -1,0 +1,663 @@
+"""A real, throw-away Slurm 22.05 cluster for tests (stdlib only).
+
+Everything lives under ``base_dir``: a private munged, one slurmctld and two
+``slurmd -N nodeX`` daemons on one machine (the "multiple slurmd" mode), each
+node with two fake GPUs (GRES ``gpu`` on mknod'ed char devices), and optionally
+MariaDB + slurmdbd so that ``sacct`` works.  Needs root and Debian/Ubuntu
+packages (``install()`` apt-gets them).  See ``tests/harness/conftest_slurm.md``.
+
+Typical use::
+
+    cluster = SlurmCluster(tmp, epilog="/path/epilog.sh", epilog_slurmctld=None, prolog=None)
+    cluster.install()
+    cluster.start()
+    try:
+        jid = cluster.sbatch(["-N2", "--gres=gpu:2", "--wrap", "exit 3"])
+        assert cluster.wait_job(jid) == "FAILED"
+    finally:
+        cluster.stop()
+
+The ports are fixed (configurable), so only one cluster per machine can run at
+a time.  Hooks (Prolog/Epilog/EpilogSlurmctld) run as root with an environment
+that Slurm builds from scratch: no PATH, and none of ``extra_env``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+__all__ = ["SlurmCluster", "SlurmHarnessError"]
+
+SLURM_PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
+ACCOUNTING_PACKAGES = ["slurmdbd", "mariadb-server"]
+
+# Binaries whose presence means the packages above are installed.
+_SLURM_BINARIES = ["/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/sbatch", "/usr/bin/scontrol",
+                   "/usr/bin/sinfo", "/usr/sbin/munged", "/usr/bin/munge"]
+_ACCOUNTING_BINARIES = ["/usr/sbin/slurmdbd", "/usr/bin/sacct", "/usr/bin/sacctmgr", "/usr/sbin/mariadbd",
+                        "/usr/bin/mariadb-install-db", "/usr/bin/mariadb", "/usr/bin/mariadb-admin"]
+
+# Job states in which the job (or its epilogs) is still going.
+_ACTIVE_STATES = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "REQUEUED",
+                  "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"}
+
+# Keep the throw-away MariaDB small (the defaults create a ~100 MB redo log).
+_MARIADB_SMALL = ["--innodb-log-file-size=8M", "--innodb-buffer-pool-size=32M", "--skip-log-bin"]
+
+_DB_USER = "slurm"
+_DB_PASS = "slurmpw"
+_DB_NAME = "slurm_acct_db"
+
+
+class SlurmHarnessError(RuntimeError):
+    """The test cluster could not be installed, started or queried."""
+
+
+class SlurmCluster:
+    """A two-node Slurm cluster under ``base_dir``; see the module docstring.
+
+    Positional/keyword arguments as in the project's test brief; the keyword-only
+    ones after ``*`` tune ports and config and rarely need changing.
+    """
+
+    def __init__(
+        self,
+        base_dir: Path,
+        epilog: str | None = None,
+        epilog_slurmctld: str | None = None,
+        prolog: str | None = None,
+        prolog_epilog_timeout: int = 30,
+        with_accounting: bool = False,
+        extra_env: dict | None = None,
+        *,
+        cluster_name: str = "attrtest",
+        slurmctld_port: int = 16817,
+        slurmdbd_port: int = 16818,
+        node_ports: tuple[int, ...] = (17001, 17002),
+        mysql_port: int = 13306,
+        gpus_per_node: int = 2,
+        min_job_age: int = 900,
+        prolog_flags: str | None = None,
+        extra_slurm_conf: list[str] | None = None,
+        debug_level: str = "info",
+        start_timeout: float = 60.0,
+    ) -> None:
+        self.base_dir = Path(base_dir).resolve()
+        self.epilog = str(epilog) if epilog is not None else None
+        self.epilog_slurmctld = str(epilog_slurmctld) if epilog_slurmctld is not None else None
+        self.prolog = str(prolog) if prolog is not None else None
+        self.prolog_epilog_timeout = int(prolog_epilog_timeout)
+        self.with_accounting = bool(with_accounting)
+        self.extra_env = {str(k): str(v) for k, v in (extra_env or {}).items()}
+        self.cluster_name = cluster_name
+        self.slurmctld_port = slurmctld_port
+        self.slurmdbd_port = slurmdbd_port
+        self.node_ports = tuple(node_ports)
+        self.mysql_port = mysql_port
+        self.gpus_per_node = gpus_per_node
+        self.min_job_age = min_job_age
+        self.prolog_flags = prolog_flags
+        self.extra_slurm_conf = list(extra_slurm_conf or [])
+        self.debug_level = debug_level
+        self.start_timeout = start_timeout
+
+        self.nodes = [f"node{i + 1}" for i in range(len(self.node_ports))]
+        b = self.base_dir
+        self.conf_path = b / "slurm.conf"
+        self.gres_conf_path = b / "gres.conf"
+        self.slurmdbd_conf_path = b / "slurmdbd.conf"
+        self.munge_dir = b / "munge"
+        self.munge_key = self.munge_dir / "munge.key"
+        self.state_dir = b / "state"
+        self.spool_dir = b / "spool"
+        self.log_dir = b / "log"
+        self.run_dir = b / "run"
+        self.dev_dir = b / "dev"
+        self.work_dir = b / "work"          # cwd of client commands, so slurm-%j.out lands here
+        self.mysql_dir = b / "mysql"
+        self.mysql_socket = b / "run" / "mysql.sock"
+        self.jobcomp_path = self.log_dir / "jobcomp.txt"
+        self.munge_socket = self._munge_socket_path()
+
+        self._mariadb_proc: subprocess.Popen | None = None
+        self.install_seconds: float | None = None   # set by install(): 0.0 when nothing was installed
+        self.start_seconds: float | None = None     # set by start()
+
+    # ------------------------------------------------------------------ paths
+    def _munge_socket_path(self) -> Path:
+        sock = self.munge_dir / "munge.socket"
+        if len(str(sock)) < 100:                    # AF_UNIX path limit is 108 bytes
+            return sock
+        short = Path("/tmp") / f"attrtest-munge-{os.getpid()}-{abs(hash(str(self.base_dir))) % 10**8}"
+        return short / "munge.socket"
+
+    def _pid_files(self) -> list[tuple[Path, str]]:
+        """(pid file, expected program name) for every daemon, stop order irrelevant."""
+        files = [(self.run_dir / f"slurmd-{n}.pid", "slurmd") for n in self.nodes]
+        files += [(self.run_dir / "slurmctld.pid", "slurmctld"),
+                  (self.run_dir / "slurmdbd.pid", "slurmdbd"),
+                  (self.run_dir / "mariadb.pid", "mariadbd"),
+                  (self.munge_dir / "munged.pid", "munged")]
+        return files
+
+    # ----------------------------------------------------------- environment
+    def env(self) -> dict[str, str]:
+        """Environment for Slurm client commands: os.environ minus any inherited
+        SLURM_* variables, plus SLURM_CONF and ``extra_env``."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        env.update(self.extra_env)
+        env["SLURM_CONF"] = str(self.conf_path)
+        return env
+
+    # --------------------------------------------------------------- install
+    def missing_binaries(self) -> list[str]:
+        need = list(_SLURM_BINARIES)
+        if self.with_accounting:
+            need += _ACCOUNTING_BINARIES
+        return [p for p in need if not os.access(p, os.X_OK)]
+
+    def install(self) -> float:
+        """apt-get install the packages unless their binaries already exist.
+        Runs ``apt-get update`` only if the first install attempt fails.
+        Returns (and stores in ``install_seconds``) the time spent."""
+        t0 = time.monotonic()
+        if not self.missing_binaries():
+            self.install_seconds = 0.0
+            return 0.0
+        if os.geteuid() != 0:
+            raise SlurmHarnessError(f"Slurm packages missing ({self.missing_binaries()}) and not root")
+        pkgs = SLURM_PACKAGES + (ACCOUNTING_PACKAGES if self.with_accounting else [])
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        cmd = ["apt-get", "install", "-y", "--no-install-recommends", *pkgs]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            u = subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True)
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise SlurmHarnessError(
+                    f"{' '.join(cmd)} failed (rc {r.returncode}) even after apt-get update "
+                    f"(rc {u.returncode}):\n{_tail_text(r.stdout + r.stderr, 30)}")
+        if self.missing_binaries():
+            raise SlurmHarnessError(f"still missing after install: {self.missing_binaries()}")
+        self.install_seconds = time.monotonic() - t0
+        return self.install_seconds
+
+    # ----------------------------------------------------------------- start
+    def start(self) -> float:
+        """Start munged (+ MariaDB/slurmdbd), slurmctld and the slurmds; wait
+        until every node is idle.  On failure, stops whatever was started and
+        raises SlurmHarnessError with the tail of the logs.  Returns (and stores
+        in ``start_seconds``) the time taken."""
+        if os.geteuid() != 0:
+            raise SlurmHarnessError("SlurmCluster must run as root (SlurmUser=root, mknod, munged)")
+        missing = self.missing_binaries()
+        if missing:
+            raise SlurmHarnessError(f"missing binaries {missing}: call install() first")
+        self._check_ports_free()
+        t0 = time.monotonic()
+        try:
+            self._prepare_dirs()
+            self._write_configs()
+            self._start_munged()
+            if self.with_accounting:
+                self._start_mariadb()
+                self._start_slurmdbd()
+            self._check(["/usr/sbin/slurmctld", "-f", str(self.conf_path), "-c"], "slurmctld")
+            for node in self.nodes:
+                self._check(["/usr/sbin/slurmd", "-f", str(self.conf_path), "-N", node], f"slurmd {node}")
+            self._wait_nodes_idle(self.start_timeout - (time.monotonic() - t0))
+        except BaseException as exc:
+            logs = self.log_tail()
+            self.stop()
+            if isinstance(exc, SlurmHarnessError):
+                raise SlurmHarnessError(f"{exc}\n--- log tail ---\n{logs}") from None
+            raise
+        self.start_seconds = time.monotonic() - t0
+        return self.start_seconds
+
+    def _check_ports_free(self) -> None:
+        ports = [self.slurmctld_port, *self.node_ports]
+        if self.with_accounting:
+            ports += [self.slurmdbd_port, self.mysql_port]
+        busy = []
+        for port in ports:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.settimeout(0.2)
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    busy.append(port)
+        if busy:
+            raise SlurmHarnessError(
+                f"ports {busy} already in use: another test cluster running? "
+                f"(stop it or pass other ports to SlurmCluster)")
+
+    def _prepare_dirs(self) -> None:
+        b = self.base_dir
+        for d in (b, self.munge_dir, self.munge_socket.parent, self.state_dir, self.spool_dir,
+                  self.log_dir, self.run_dir, self.dev_dir, self.work_dir):
+            d.mkdir(parents=True, exist_ok=True)
+            os.chmod(d, 0o755)
+        # munged refuses a socket whose directory (and ancestors) are not o+x,
+        # and the slurm/munge users must be able to traverse to the configs.
+        for anc in [self.base_dir, *self.base_dir.parents, self.munge_socket.parent]:
+            mode = anc.stat().st_mode
+            if not mode & stat.S_IXOTH:
+                os.chmod(anc, stat.S_IMODE(mode) | stat.S_IXOTH | stat.S_IXGRP)
+        # Fake GPUs: char devices 1,3 (same as /dev/null).
+        for i in range(self.gpus_per_node * len(self.nodes)):
+            dev = self.dev_dir / f"nvidia{i}"
+            if not dev.exists():
+                os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        if not self.munge_key.exists():
+            fd = os.open(self.munge_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(os.urandom(1024))           # what `mungekey -c` writes, without its ≈1 s cost
+        os.chmod(self.munge_key, 0o600)
+
+    def _write_configs(self) -> None:
+        b = self.base_dir
+        ncpu = os.cpu_count() or 1
+        lines = [
+            f"ClusterName={self.cluster_name}",
+            "SlurmctldHost=localhost",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"AuthInfo=socket={self.munge_socket}",
+            f"SlurmctldPort={self.slurmctld_port}",
+            f"StateSaveLocation={self.state_dir}",
+            f"SlurmdSpoolDir={self.spool_dir}/%n",
+            f"SlurmctldPidFile={self.run_dir}/slurmctld.pid",
+            f"SlurmdPidFile={self.run_dir}/slurmd-%n.pid",
+            f"SlurmctldLogFile={self.log_dir}/slurmctld.log",
+            f"SlurmdLogFile={self.log_dir}/slurmd-%n.log",
+            f"SlurmctldDebug={self.debug_level}",
+            f"SlurmdDebug={self.debug_level}",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "JobCompType=jobcomp/filetxt",
+            f"JobCompLoc={self.jobcomp_path}",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "ReturnToService=2",
+            f"MinJobAge={self.min_job_age}",
+            "MpiDefault=none",
+            "MailProg=/bin/true",
+            f"PrologEpilogTimeout={self.prolog_epilog_timeout}",
+            "GresTypes=gpu",
+        ]
+        if self.with_accounting:
+            lines += [
+                "AccountingStorageType=accounting_storage/slurmdbd",
+                "AccountingStorageHost=localhost",
+                f"AccountingStoragePort={self.slurmdbd_port}",
+                # Without this, slurmctld/sacctmgr talk to the default munge socket and hang.
+                f"AccountingStoragePass={self.munge_socket}",
+            ]
+        else:
+            lines.append("AccountingStorageType=accounting_storage/none")
+        if self.prolog:
+            lines.append(f"Prolog={self.prolog}")
+        if self.prolog_flags:
+            lines.append(f"PrologFlags={self.prolog_flags}")
+        if self.epilog:
+            lines.append(f"Epilog={self.epilog}")
+        if self.epilog_slurmctld:
+            lines.append(f"EpilogSlurmctld={self.epilog_slurmctld}")
+        lines += self.extra_slurm_conf
+        for node, port in zip(self.nodes, self.node_ports):
+            lines.append(f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} "
+                         f"CPUs={ncpu} RealMemory=1000 Gres=gpu:{self.gpus_per_node} State=UNKNOWN")
+        lines.append(f"PartitionName=debug Nodes={','.join(self.nodes)} Default=YES MaxTime=INFINITE State=UP")
+        _write(self.conf_path, "\n".join(lines) + "\n", 0o644)
+
+        gres = ["AutoDetect=off"]
+        g = self.gpus_per_node
+        for i, node in enumerate(self.nodes):
+            lo, hi = i * g, i * g + g - 1
+            files = f"{self.dev_dir}/nvidia{lo}" if g == 1 else f"{self.dev_dir}/nvidia[{lo}-{hi}]"
+            gres.append(f"NodeName={node} Name=gpu File={files}")
+        _write(self.gres_conf_path, "\n".join(gres) + "\n", 0o644)
+
+        if self.with_accounting:
+            # slurmdbd reads dirname($SLURM_CONF)/slurmdbd.conf and refuses it unless 0600.
+            _write(self.slurmdbd_conf_path, "\n".join([
+                "AuthType=auth/munge",
+                f"AuthInfo=socket={self.munge_socket}",
+                "DbdHost=localhost",
+                f"DbdPort={self.slurmdbd_port}",
+                "SlurmUser=root",
+                f"PidFile={self.run_dir}/slurmdbd.pid",
+                f"LogFile={self.log_dir}/slurmdbd.log",
+                f"DebugLevel={self.debug_level}",
+                "StorageType=accounting_storage/mysql",
+                "StorageHost=127.0.0.1",            # not "localhost": that would use the system mysqld socket
+                f"StoragePort={self.mysql_port}",
+                f"StorageUser={_DB_USER}",
+                f"StoragePass={_DB_PASS}",
+                f"StorageLoc={_DB_NAME}",
+            ]) + "\n", 0o600)
+
+    def _daemon_env(self) -> dict[str, str]:
+        env = self.env()
+        env["PATH"] = "/usr/sbin:/usr/bin:/sbin:/bin"
+        return env
+
+    def _check(self, cmd: list[str], what: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        try:
+            r = subprocess.run(cmd, env=self._daemon_env(), cwd=self.log_dir, capture_output=True,
+                               text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            raise SlurmHarnessError(f"{what}: {' '.join(cmd)} timed out after {timeout} s") from exc
+        if r.returncode != 0:
+            raise SlurmHarnessError(f"{what}: {' '.join(cmd)} exited {r.returncode}: "
+                                    f"{(r.stdout + r.stderr).strip()[-2000:]}")
+        return r
+
+    def _start_munged(self) -> None:
+        m = self.munge_dir
+        self._check(["/usr/sbin/munged", f"--socket={self.munge_socket}", f"--key-file={self.munge_key}",
+                     f"--log-file={m}/munged.log", f"--pid-file={m}/munged.pid",
+                     f"--seed-file={m}/munged.seed"], "munged")
+        deadline = time.monotonic() + 10
+        while True:
+            r = subprocess.run(["/usr/bin/munge", "-S", str(self.munge_socket), "-n"],
+                               capture_output=True, timeout=10)
+            if r.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise SlurmHarnessError(f"munged not answering on {self.munge_socket}: {r.stderr!r}")
+            time.sleep(0.05)
+
+    def _mysql(self, sql: str) -> subprocess.CompletedProcess:
+        return self._check(["/usr/bin/mariadb", "--no-defaults", "-S", str(self.mysql_socket),
+                            "-uroot", "-e", sql], "mariadb client")
+
+    def _start_mariadb(self) -> None:
+        if not (self.mysql_dir / "mysql").is_dir():
+            self.mysql_dir.mkdir(parents=True, exist_ok=True)
+            self._check(["/usr/bin/mariadb-install-db", "--no-defaults", "--user=root",
+                         f"--datadir={self.mysql_dir}", "--auth-root-authentication-method=normal",
+                         "--skip-test-db", *_MARIADB_SMALL], "mariadb-install-db", timeout=120)
+        log = open(self.log_dir / "mariadb.out", "ab")
+        try:
+            self._mariadb_proc = subprocess.Popen(
+                ["/usr/sbin/mariadbd", "--no-defaults", "--user=root", f"--datadir={self.mysql_dir}",
+                 f"--socket={self.mysql_socket}", f"--pid-file={self.run_dir}/mariadb.pid",
+                 "--bind-address=127.0.0.1", f"--port={self.mysql_port}",
+                 f"--log-error={self.log_dir}/mariadb.err",
+                 "--innodb-flush-log-at-trx-commit=0", *_MARIADB_SMALL],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                env=self._daemon_env())
+        finally:
+            log.close()
+        deadline = time.monotonic() + 30
+        while True:
+            r = subprocess.run(["/usr/bin/mariadb-admin", "--no-defaults", "-S", str(self.mysql_socket),
+                                "-uroot", "ping"], capture_output=True, timeout=10)
+            if r.returncode == 0 and (self.run_dir / "mariadb.pid").exists():
+                break
+            if self._mariadb_proc.poll() is not None:
+                raise SlurmHarnessError(f"mariadbd exited with {self._mariadb_proc.returncode}")
+            if time.monotonic() > deadline:
+                raise SlurmHarnessError("mariadbd did not answer within 30 s")
+            time.sleep(0.05)
+        self._mysql(f"CREATE DATABASE IF NOT EXISTS {_DB_NAME}; "
+                    f"CREATE USER IF NOT EXISTS '{_DB_USER}'@'127.0.0.1' IDENTIFIED BY '{_DB_PASS}'; "
+                    f"GRANT ALL ON {_DB_NAME}.* TO '{_DB_USER}'@'127.0.0.1';")
+
+    def _start_slurmdbd(self) -> None:
+        self._check(["/usr/sbin/slurmdbd"], "slurmdbd")
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                r = self.run(["sacctmgr", "-n", "-P", "list", "cluster", "format=cluster"], timeout=10)
+                if r.returncode == 0:
+                    break
+                err = r.stderr
+            except subprocess.TimeoutExpired:
+                err = "timeout"
+            if time.monotonic() > deadline:
+                raise SlurmHarnessError(f"slurmdbd not answering: {err}")
+            time.sleep(0.1)
+        if self.cluster_name not in r.stdout.split():
+            r = self.run(["sacctmgr", "-i", "add", "cluster", self.cluster_name], timeout=30)
+            if r.returncode != 0 and "already exists" not in (r.stdout + r.stderr):
+                raise SlurmHarnessError(f"sacctmgr add cluster failed: {r.stdout}{r.stderr}")
+
+    def node_states(self) -> dict[str, str]:
+        """{node: long state} from ``sinfo -N``, e.g. {'node1': 'idle', 'node2': 'drained'}."""
+        r = self.run(["sinfo", "-h", "-N", "-o", "%N %T"], timeout=10)
+        if r.returncode != 0:
+            return {}
+        out = {}
+        for line in r.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                out[parts[0]] = parts[1]
+        return out
+
+    def _wait_nodes_idle(self, timeout: float, nodes: list[str] | None = None) -> None:
+        nodes = nodes or self.nodes
+        deadline = time.monotonic() + max(timeout, 1.0)
+        states: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            try:
+                states = self.node_states()
+            except subprocess.TimeoutExpired:
+                states = {}
+            if all(states.get(n) == "idle" for n in nodes):
+                return
+            for pidfile, name in self._pid_files():
+                if name in ("slurmctld", "slurmd") and pidfile.exists() and not _alive(_read_pid(pidfile)):
+                    raise SlurmHarnessError(f"{name} ({pidfile.name}) died during start-up")
+            time.sleep(0.1)
+        raise SlurmHarnessError(f"nodes not idle after {timeout:.0f} s: {states or 'sinfo failed'}")
+
+    # ------------------------------------------------------------------ stop
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM every daemon listed in our pid files at once, wait for them
+        to exit (SIGKILL after ``timeout``).  Safe to call repeatedly."""
+        pids: list[int] = []
+        for pidfile, name in self._pid_files():
+            pid = _read_pid(pidfile)
+            if pid and _alive(pid) and _is_program(pid, name):
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                    pids.append(pid)
+                except ProcessLookupError:
+                    pass
+        if self._mariadb_proc is not None and self._mariadb_proc.poll() is None:
+            if self._mariadb_proc.pid not in pids:
+                self._mariadb_proc.terminate()
+                pids.append(self._mariadb_proc.pid)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._mariadb_proc is not None:
+                self._mariadb_proc.poll()            # reap our own child
+            if not any(_alive(p) for p in pids):
+                break
+            time.sleep(0.05)
+        else:
+            for p in pids:
+                if _alive(p):
+                    try:
+                        os.kill(p, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            time.sleep(0.2)
+        if self._mariadb_proc is not None:
+            try:
+                self._mariadb_proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            self._mariadb_proc = None
+        if self.munge_socket.parent != self.munge_dir:
+            shutil.rmtree(self.munge_socket.parent, ignore_errors=True)
+
+    def remove_database(self) -> None:
+        """Delete the MariaDB data dir (tens of MB) after stop(); the next
+        start() then begins with an empty accounting database."""
+        if self._mariadb_proc is not None or _alive(_read_pid(self.run_dir / "mariadb.pid")):
+            raise SlurmHarnessError("remove_database() needs a stopped cluster")
+        shutil.rmtree(self.mysql_dir, ignore_errors=True)
+
+    def __enter__(self) -> "SlurmCluster":
+        self.install()
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------ client API
+    def run(self, args: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
+        """Run a client command (sbatch, scontrol, sinfo, sacct, ...) against this
+        cluster, from ``work_dir``.  Text output captured; never raises on rc."""
+        return subprocess.run([str(a) for a in args], env=self.env(), cwd=self.work_dir,
+                              capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+
+    def sbatch(self, args: list[str]) -> str:
+        """``sbatch --parsable *args``; returns the job id."""
+        r = self.run(["sbatch", "--parsable", *args])
+        if r.returncode != 0:
+            raise SlurmHarnessError(f"sbatch {args} failed (rc {r.returncode}): {r.stderr.strip()}")
+        return r.stdout.strip().split(";")[0]
+
+    def job_info(self, job_id: str) -> dict[str, str] | None:
+        """``scontrol show job -o`` as a dict, or None once slurmctld forgot the job."""
+        r = self.run(["scontrol", "show", "job", "-o", str(job_id)], timeout=15)
+        if r.returncode != 0 or "JobId=" not in r.stdout:
+            return None
+        return _parse_kv(r.stdout.splitlines()[0])
+
+    def jobcomp_record(self, job_id: str) -> dict[str, str] | None:
+        """The job's line in the jobcomp/filetxt file, as a dict (last one wins)."""
+        try:
+            text = self.jobcomp_path.read_text()
+        except FileNotFoundError:
+            return None
+        found = None
+        for line in text.splitlines():
+            if line.startswith(f"JobId={job_id} "):
+                found = _parse_kv(line)
+        return found
+
+    def wait_job(self, job_id: str, timeout: float = 120) -> str:
+        """Poll until the job is no longer PENDING/RUNNING/COMPLETING (so node
+        epilogs have finished); returns the final state, e.g. "FAILED"."""
+        deadline = time.monotonic() + timeout
+        state = "UNKNOWN"
+        while time.monotonic() < deadline:
+            info = self.job_info(job_id)
+            if info is not None:
+                state = info.get("JobState", "UNKNOWN")
+                if state not in _ACTIVE_STATES:
+                    return state
+            else:
+                rec = self.jobcomp_record(job_id)
+                if rec is not None:
+                    return rec.get("JobState", "UNKNOWN")
+            time.sleep(0.1)
+        raise SlurmHarnessError(f"job {job_id} still {state} after {timeout} s")
+
+    def hostnames(self, hostlist: str) -> list[str]:
+        """Expand a Slurm hostlist (``node[1-2]``) with ``scontrol show hostnames``."""
+        r = self.run(["scontrol", "show", "hostnames", hostlist], timeout=10)
+        if r.returncode != 0:
+            raise SlurmHarnessError(f"cannot expand {hostlist!r}: {r.stderr.strip()}")
+        return r.stdout.split()
+
+    def drained_nodes(self) -> list[str]:
+        """Nodes that ``sinfo -R`` lists (drained/draining/down with a reason), expanded."""
+        r = self.run(["sinfo", "-R", "-h", "-o", "%N %E"], timeout=10)
+        if r.returncode != 0:
+            raise SlurmHarnessError(f"sinfo -R failed: {r.stderr.strip()}")
+        nodes: list[str] = []
+        for line in r.stdout.splitlines():
+            hostlist = line.split(" ", 1)[0].strip()
+            if hostlist:
+                nodes += [n for n in self.hostnames(hostlist) if n not in nodes]
+        return sorted(nodes)
+
+    def resume(self, node: str, timeout: float = 10) -> None:
+        """``scontrol update nodename=NODE state=resume`` and wait until it is idle."""
+        r = self.run(["scontrol", "update", f"nodename={node}", "state=resume"])
+        if r.returncode != 0:
+            raise SlurmHarnessError(f"resume {node} failed: {r.stderr.strip()}")
+        self._wait_nodes_idle(timeout, self.hostnames(node))
+
+    def log_tail(self, lines: int = 25) -> str:
+        """The last lines of every daemon log, for error messages."""
+        files = sorted(self.log_dir.glob("*.log")) + sorted(self.log_dir.glob("*.err"))
+        files.append(self.munge_dir / "munged.log")
+        out = []
+        for f in files:
+            try:
+                text = f.read_text(errors="replace")
+            except OSError:
+                continue
+            out.append(f"==> {f} <==\n{_tail_text(text, lines)}")
+        return "\n".join(out)
+
+
+# ----------------------------------------------------------------- helpers
+def _write(path: Path, text: str, mode: int) -> None:
+    path.write_text(text)
+    os.chmod(path, mode)
+
+
+def _tail_text(text: str, lines: int) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _parse_kv(line: str) -> dict[str, str]:
+    """Parse ``Key=Value Key=Value`` (values without spaces, as in -o output)."""
+    out = {}
+    for tok in line.split():
+        if "=" in tok:
+            k, v = tok.split("=", 1)
+            out.setdefault(k, v)
+    return out
+
+
+def _read_pid(pidfile: Path) -> int | None:
+    try:
+        return int(pidfile.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int | None) -> bool:
+    """True if pid exists and is not a zombie."""
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _is_program(pid: int, name: str) -> bool:
+    """Guard against pid reuse: the process must be the daemon we expect."""
+    try:
+        exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+    except OSError:
+        exe = ""
+    try:
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        comm = ""
+    return exe.startswith(name) or comm.startswith(name[:15])

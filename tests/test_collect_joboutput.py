@@ -1,0 +1,111 @@
+"""Job output: prefixes taken apart, the node of each line resolved as spec/bundle.md says, tracebacks followed."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from attribution.collect.joblog import JobLineParser, looks_labelled
+from attribution.collect.joboutput import node_of_file, parse_job_text
+from attribution.extract import extract
+from attribution.model import ExecutionContext
+from attribution.rulepack import AllLines
+from attribution.timeparse import YearGuesser
+
+UTC = timezone.utc
+CTX = ExecutionContext(cluster="c", job_id="1", nodes=("g001", "g002", "g003", "g004"), tasks_per_node=8,
+                       start=datetime(2026, 3, 10, 8, tzinfo=UTC), end=datetime(2026, 3, 10, 10, tzinfo=UTC))
+
+
+def _parser(labelled=True):
+    return JobLineParser(years=YearGuesser(CTX.start, CTX.end), labelled=labelled)
+
+
+def test_label_rank_and_glog_stamp_without_zero_padding():
+    jl = _parser().parse(" 7: [rank7]:[E310 09:24:36.943220249 ProcessGroupNCCL.cpp:563] [Rank 7] Watchdog caught")
+    assert (jl.label, jl.rank) == (7, 7)
+    assert jl.time == datetime(2026, 3, 10, 9, 24, 36, 943220, tzinfo=UTC)
+    assert jl.text.startswith("[E310")
+
+
+def test_nccl_prefix_host_and_timestamp():
+    jl = _parser().parse("20: [2026-03-10 09:14:38] g003:2171129:2171440 [4] enqueue.cc:1460 NCCL WARN Cuda failure")
+    assert jl.host == "g003" and jl.label == 20
+    assert jl.time == datetime(2026, 3, 10, 9, 14, 38, tzinfo=UTC)
+
+
+def test_plain_glog_and_python_logging_stamps():
+    p = _parser(labelled=False)
+    assert p.parse("E0324 14:05:14.452000 2163589 torch/distributed/elastic/multiprocessing/api.py:869] failed"
+                   ).time == datetime(2026, 3, 24, 14, 5, 14, 452000, tzinfo=UTC)
+    assert p.parse("[2026-03-10 08:02:55,310][train][INFO] step").time == datetime(2026, 3, 10, 8, 2, 55, 310000,
+                                                                                     tzinfo=UTC)
+    assert p.parse("[titan] 2026-04-14 01:14:33,970 - root - INFO - step").time.minute == 14
+
+
+def test_kubectl_prefix_and_timestamps():
+    jl = _parser(labelled=False).parse(
+        "[pod/train-worker-3/pytorch] 2026-03-10T09:00:01.123456789Z [rank3]: KeyError: 'x'")
+    assert jl.pod == "train-worker-3" and jl.rank == 3
+    assert jl.time == datetime(2026, 3, 10, 9, 0, 1, 123456, tzinfo=UTC)
+    assert jl.text == "KeyError: 'x'"
+
+
+def test_labelled_detection():
+    assert looks_labelled([" 0: a", " 1: b", "srun: error: x"])
+    assert not looks_labelled(["Traceback (most recent call last):", "  File x", "KeyError: 1"])
+
+
+def test_file_names_name_nodes():
+    nodes = ("g1", "g10", "g101")
+    assert node_of_file("g101.out", nodes) == "g101"
+    assert node_of_file("g10-stderr.log", nodes) == "g10"
+    assert node_of_file("g1_rank0.txt", nodes) == "g1"
+    assert node_of_file("g1", nodes) == "g1"
+    assert node_of_file("slurm-42.out", nodes) is None
+
+
+def _events(ruleset, text, name="slurm-1.out"):
+    obs = parse_job_text(text, f"job/{name}", CTX, ruleset.prefilter("job"), node_of_file(name, CTX.nodes))
+    return extract(ruleset, CTX, obs)
+
+
+def test_node_precedence_host_beats_rank_beats_label_beats_file(ruleset):
+    text = (
+        " 3: g004:11:12 [3] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote peer\n"  # host g004
+        " 3: [rank20]: RuntimeError: CUDA error: unspecified launch failure\n"                        # rank 20 -> g003
+        "12: NCCL WARN something odd\n"                                                               # label 12 -> g002
+        "NCCL WARN unlabelled line\n")
+    evs = _events(ruleset, text, name="g001.out")
+    by_line = {e.location.rsplit(":", 1)[1]: e.node for e in evs}
+    assert by_line == {"1": "g004", "2": "g003", "3": "g002", "4": "g001"}
+
+
+def test_a_host_in_the_line_wins_over_numbers(ruleset):
+    evs = _events(ruleset, "20: srun: error: g001.cluster.local: task 20: Exited with exit code 1\n")
+    assert [e.node for e in evs] == ["g001"]
+
+
+def test_traceback_exception_lines_are_found_per_stream(ruleset):
+    text = (
+        " 5: [rank5]: Traceback (most recent call last):\n"
+        " 9: [rank9]: Traceback (most recent call last):\n"
+        " 5: [rank5]:   File \"train.py\", line 3, in <module>\n"
+        " 9: [rank9]:   File \"train.py\", line 8, in <module>\n"
+        " 9: [rank9]: ValueError: bad shape\n"
+        " 5: [rank5]: KeyError: 'pixel_values'\n"
+        " 5: [rank5]: AssertionError: not after a traceback header\n")
+    evs = [e for e in _events(ruleset, text) if e.kind == "python_exception"]
+    assert [(e.rank, e.fields["exception"], e.node) for e in evs] == [(5, "KeyError", "g001"),
+                                                                      (9, "ValueError", "g002")]
+
+
+def test_exception_names_a_consequence_when_it_carries_another_kind(ruleset):
+    text = ("[rank18]: Traceback (most recent call last):\n[rank18]:   File \"x.py\", line 1\n"
+            "[rank18]: RuntimeError: CUDA error: uncorrectable ECC error encountered\n")
+    kinds = [e.kind for e in _events(ruleset, text)]
+    assert kinds == ["cuda_ecc_error"]
+
+
+def test_every_line_can_be_observed_without_prefilter():
+    obs = parse_job_text("a\nb\nc", "job/x", CTX, AllLines())
+    assert [o.location for o in obs] == ["job/x:1", "job/x:2", "job/x:3"]

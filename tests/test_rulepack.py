@@ -1,0 +1,126 @@
+"""Loading a rule pack: validation once at the boundary, every problem as path:line: message."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from attribution.errors import RulePackError
+from attribution.rulepack import load_rules
+
+from .conftest import ROOT
+
+
+def _copy(tmp_path):
+    dst = tmp_path / "rules"
+    shutil.copytree(ROOT / "rules", dst)
+    return dst
+
+
+def _problems(directory) -> list[str]:
+    with pytest.raises(RulePackError) as exc:
+        load_rules(directory)
+    return exc.value.problems
+
+
+def test_the_shipped_pack_loads(ruleset):
+    assert ruleset.rules and ruleset.kinds and ruleset.graph.edges
+    assert len(ruleset.version) == 64
+
+
+def test_version_changes_with_any_rule_file(tmp_path):
+    d = _copy(tmp_path)
+    v1 = load_rules(d).version
+    (d / "nccl.yaml").write_text((d / "nccl.yaml").read_text() + "\n# an operator's comment\n")
+    assert load_rules(d).version != v1
+
+
+def test_schema_violation_is_reported_with_its_line(tmp_path):
+    d = _copy(tmp_path)
+    (d / "local.yaml").write_text(
+        "type: rules\n"
+        "rules:\n"
+        "  - id: local.bad\n"
+        "    source: kernel\n"
+        "    pattern: 'x'\n"
+        "    kind: nccl_error\n"
+        "    severity: apocalyptic\n"
+        "    examples: {match: [{line: x}]}\n")
+    probs = _problems(d)
+    assert any(p.startswith(f"{d}/local.yaml:7:") and "severity" in p for p in probs), probs
+
+
+def test_backtracking_regex_unknown_kind_and_duplicate_id_all_reported(tmp_path):
+    d = _copy(tmp_path)
+    (d / "local.yaml").write_text(
+        "type: rules\n"
+        "rules:\n"
+        "  - id: local.backref\n"
+        "    source: job\n"
+        "    pattern: '(a+)+\\1'\n"
+        "    kind: nccl_error\n"
+        "    examples: {match: [{line: aa}], no_match: [b]}\n"
+        "  - id: local.lookahead\n"
+        "    source: job\n"
+        "    pattern: 'CUDA error: (?!out of memory)'\n"
+        "    kind: no_such_kind\n"
+        "    examples: {match: [{line: x}], no_match: [b]}\n"
+        "  - id: job.nccl_warn\n"
+        "    source: job\n"
+        "    pattern: 'x'\n"
+        "    kind: nccl_error\n"
+        "    examples: {match: [{line: x}], no_match: [b]}\n")
+    probs = "\n".join(_problems(d))
+    assert f"{d}/local.yaml:5: pattern rejected by RE2" in probs
+    assert f"{d}/local.yaml:10: pattern rejected by RE2" in probs
+    assert f"{d}/local.yaml:11: unknown kind 'no_such_kind'" in probs
+    dup = [x for x in probs.splitlines() if "rule id 'job.nccl_warn' already used" in x]
+    assert len(dup) == 1 and f"{d}/local.yaml:13" in dup[0] and f"{d}/nccl.yaml:" in dup[0]
+
+
+def test_malformed_yaml(tmp_path):
+    d = _copy(tmp_path)
+    (d / "local.yaml").write_text("type: rules\nrules:\n  - id: [unclosed\n")
+    probs = _problems(d)
+    assert len(probs) == 1 and probs[0].startswith(f"{d}/local.yaml:") and "malformed YAML" in probs[0]
+
+
+def test_caret_only_anchors_the_start(tmp_path):
+    d = _copy(tmp_path)
+    (d / "local.yaml").write_text(
+        "type: rules\nrules:\n  - id: local.caret\n    source: job\n    pattern: 'a(?:^|b)'\n"
+        "    kind: nccl_error\n    examples: {match: [{line: ab}], no_match: [c]}\n")
+    assert any("'^' may only anchor" in p for p in _problems(d))
+
+
+def test_catalog_with_dangling_kind(tmp_path):
+    d = _copy(tmp_path)
+    p = d / "catalogs" / "xid.yaml"
+    p.write_text(p.read_text().replace("kind: gpu_ecc_dbe", "kind: gpu_ecc_dbee", 1))
+    assert any("xid.yaml" in x and "unknown kind 'gpu_ecc_dbee'" in x for x in _problems(d))
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "attribution.cli", *args], capture_output=True, text=True)
+
+
+def test_rules_check_command_passes_on_the_shipped_pack():
+    r = _cli("rules", "check", str(ROOT / "rules"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ok" in r.stdout
+
+
+def test_rules_check_command_fails_with_locations(tmp_path):
+    d = _copy(tmp_path)
+    (d / "local.yaml").write_text(
+        "type: rules\nrules:\n  - id: local.x\n    source: kernel\n    pattern: 'NVRM: Xid'\n"
+        "    kind: nccl_error\n    examples: {match: [{line: 'nothing to see'}], no_match: ['NVRM: Xid']}\n")
+    r = _cli("rules", "check", str(d))
+    assert r.returncode == 1
+    lines = r.stdout.strip().splitlines()
+    assert any(x.startswith(f"{d}/local.yaml:3: rule local.x: example does not match") for x in lines), r.stdout
+    assert any("near-miss matches" in x for x in lines)
+    assert "Traceback" not in r.stderr
