@@ -48,3 +48,39 @@ def diagnose_bundle(ruleset: RuleSet, bundle: Path, max_symptoms: int | None = N
     ctx = load_context(bundle / "context.yaml")
     observations, coverage = collect_bundle(bundle, ctx, ruleset.prefilter)
     return diagnose_observations(ruleset, ctx, observations, coverage, max_symptoms)
+
+
+def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event], coverage: list[Coverage],
+           source: str, deadline: float | None = None):
+    """Store a job's events and coverage and re-attribute the job from everything stored for it.
+
+    Idempotent: the same input twice adds no event and no verdict. Any number of processes may ingest
+    pieces of one job concurrently (node epilogs, the controller); each re-attribution sees all pieces
+    stored before it, so the last one leaves the verdict of the whole evidence.
+    """
+    from .render import verdict_to_dict
+    from .store import in_transaction
+    from .store.writer import IngestResult, JobSession
+
+    from .correlate import in_window, job_window
+
+    lo, hi = job_window(ctx, ruleset.graph)
+    inside = [e for e in events if in_window(e, lo, hi)]
+    outside = [e for e in events if not in_window(e, lo, hi)]
+
+    def work(conn):
+        s = JobSession(conn, ctx, source)
+        new, linked = s.add_events(inside)
+        new += s.add_events(outside, link=False)[0]
+        s.set_coverage(coverage)
+        stored_ctx = s.stored_context()
+        verdict = correlate(ruleset, stored_ctx, s.events(), s.coverage())
+        vid, changed = s.save_verdict(verdict, verdict_to_dict(verdict))
+        return IngestResult(s.job, new, linked, vid, changed), verdict
+
+    return in_transaction(engine, work, deadline=deadline)
+
+
+def ingest_bundle(ruleset: RuleSet, engine, bundle: Path):
+    d = diagnose_bundle(ruleset, bundle)
+    return ingest(ruleset, engine, d.context, list(d.events), list(d.coverage), source="bundle")

@@ -1,0 +1,86 @@
+"""The command line. The only place (with the hooks and the API) where errors become exit codes.
+
+Exit codes: 0 done (whatever the verdict), 1 a check found problems, 2 bad input or configuration, 3 the
+database could not be reached or refused the work.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import AttributionError, ConfigError, InputError, RulePackError, StoreError
+
+EXIT_PROBLEMS = 1
+EXIT_BAD_INPUT = 2
+EXIT_STORE = 3
+
+
+class _Group(click.Group):
+    """Turns domain errors into one clear line on stderr and an exit code, never a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except RulePackError as exc:
+            for p in exc.problems:
+                click.echo(p, err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except (InputError, ConfigError) as exc:
+            click.echo(f"attribution: {exc}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except StoreError as exc:
+            click.echo(f"attribution: database: {exc}", err=True)
+            sys.exit(EXIT_STORE)
+        except AttributionError as exc:
+            click.echo(f"attribution: {exc}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except Exception as exc:  # a database error that reached the edge without being wrapped
+            from sqlalchemy.exc import SQLAlchemyError
+
+            if not isinstance(exc, SQLAlchemyError):
+                raise
+            orig = getattr(exc, "orig", None) or exc
+            first = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+            click.echo(f"attribution: database: {first}", err=True)
+            sys.exit(EXIT_STORE)
+
+
+@click.group(cls=_Group)
+@click.option("--rules", "rules_dir", type=click.Path(path_type=Path), default=None, envvar="ATTRIBUTION_RULES",
+              help="Rule pack directory (default: the rules shipped with attribution).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+              help="Configuration file (default: $ATTRIBUTION_CONFIG, /etc/attribution/config.yaml, "
+                   "~/.config/attribution/config.yaml).")
+@click.pass_context
+def main(ctx: click.Context, rules_dir: Path | None, config_path: Path | None) -> None:
+    """attribution: for every failed GPU training job, what actually broke."""
+    ctx.obj = {"rules_dir": rules_dir, "config_path": config_path}
+
+
+def ruleset_of(ctx: click.Context):
+    from ..rulepack import load_rules
+
+    obj = ctx.find_root().obj
+    if obj.get("ruleset") is None:
+        rules_dir = obj.get("rules_dir") or settings_of(ctx).rules_dir
+        obj["ruleset"] = load_rules(rules_dir)
+    return obj["ruleset"]
+
+
+def settings_of(ctx: click.Context):
+    from ..config import load_settings
+
+    obj = ctx.find_root().obj
+    if obj.get("settings") is None:
+        obj["settings"] = load_settings(obj.get("config_path"))
+    return obj["settings"]
+
+
+def _register() -> None:
+    from . import db, diagnose  # noqa: F401  (each module adds its commands to `main`)
+
+
+_register()

@@ -1,0 +1,71 @@
+"""Connecting to the store: a configured server, or the embedded default the tool starts itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError
+
+from ..config import Settings, read_secret
+from ..errors import ConfigError, StoreError
+
+
+@dataclass(frozen=True)
+class Target:
+    url: URL
+    embedded: bool
+
+
+def resolve_target(settings: Settings, start_embedded: bool = True) -> Target:
+    """The database to use: `database.url` (+ password file) or the embedded PostgreSQL under the home dir."""
+    db = settings.database
+    if db.url:
+        try:
+            url = make_url(db.url)
+        except ArgumentError as exc:
+            raise ConfigError(f"database url is not a SQLAlchemy URL: {exc}") from None
+        if url.drivername in ("postgresql", "postgres"):
+            url = url.set(drivername="postgresql+psycopg")
+        if db.password_file:
+            url = url.set(password=read_secret(db.password_file))
+        return Target(url, embedded=False)
+    from ..embedded import EmbeddedPostgres
+
+    pg = EmbeddedPostgres(settings.embedded_dir)
+    if start_embedded:
+        raw = pg.ensure_running()
+    else:
+        raw = pg.url()
+    return Target(make_url(raw), embedded=True)
+
+
+def make_engine(target: Target, settings: Settings, application_name: str = "attribution",
+                pool_size: int | None = None) -> Engine:
+    db = settings.database
+    options = f"-c statement_timeout={int(db.statement_timeout_ms)} -c lock_timeout={int(db.lock_timeout_ms)}"
+    engine = create_engine(
+        target.url,
+        pool_size=pool_size or db.pool_size,
+        max_overflow=0,
+        pool_pre_ping=True,
+        connect_args={"connect_timeout": max(1, int(db.connect_timeout)), "options": options,
+                      "application_name": application_name},
+    )
+
+    @event.listens_for(engine, "connect")
+    def _utc(dbapi_conn, _record):  # every session in UTC: week boundaries and casts do not depend on the server
+        with dbapi_conn.cursor() as cur:
+            cur.execute("SET TIME ZONE 'UTC'")
+        dbapi_conn.commit()
+
+    return engine
+
+
+def describe(url: URL) -> str:
+    """A URL fit for messages and logs: never the password."""
+    return url.render_as_string(hide_password=True)
+
+
+__all__ = ["Target", "resolve_target", "make_engine", "describe", "StoreError"]

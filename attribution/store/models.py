@@ -1,0 +1,223 @@
+"""The schema of the store, as SQLAlchemy 2.0 models. Alembic migrations (migrations/) create it; these
+models describe it for queries and for `alembic check`.
+
+Everything lives in the schema `attribution`. Event kinds and rule ids are text, so a new rule never needs DDL.
+`events` is range-partitioned by month on `occurred_at` (partitions are created on demand by
+`attribution.ensure_event_partition`, a function the migrations install).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Date,
+    DateTime,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Identity,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    SmallInteger,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+SCHEMA = "attribution"
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(schema=SCHEMA, naming_convention=NAMING)
+
+
+TS = DateTime(timezone=True)
+
+
+class Job(Base):
+    """One job, identified by (cluster, job id, start time): Slurm job ids wrap around."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("cluster", "job_id", "start_time"),
+        Index(None, "cluster", "job_id"),
+        Index(None, "end_time"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
+    cluster: Mapped[str] = mapped_column(Text)
+    job_id: Mapped[str] = mapped_column(Text)
+    start_time: Mapped[datetime] = mapped_column(TS)
+    end_time: Mapped[datetime | None] = mapped_column(TS)
+    user_name: Mapped[str | None] = mapped_column(Text)
+    partition: Mapped[str | None] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(Text, server_default=text("'UNKNOWN'"))
+    exit_code: Mapped[str | None] = mapped_column(Text)
+    failed_node: Mapped[str | None] = mapped_column(Text)
+    nodes: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'"))
+    gpus_per_node: Mapped[int | None] = mapped_column(Integer)
+    context: Mapped[dict] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    context_source: Mapped[str] = mapped_column(Text)
+    context_rank: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
+    current_verdict_id: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+    updated_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+
+
+class Event(Base):
+    """A normalized fault event, stored once per fingerprint whatever the number of jobs that saw it."""
+
+    __tablename__ = "events"
+    __table_args__ = (
+        PrimaryKeyConstraint("id", "occurred_at"),
+        UniqueConstraint("fingerprint", "occurred_at"),
+        Index(None, "cluster", "node", "occurred_at"),
+        Index(None, "kind", "occurred_at"),
+        {"postgresql_partition_by": "RANGE (occurred_at)"},
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, server_default=text("nextval('attribution.events_id_seq')"))
+    occurred_at: Mapped[datetime] = mapped_column(TS)
+    fingerprint: Mapped[bytes] = mapped_column(LargeBinary)
+    cluster: Mapped[str] = mapped_column(Text)
+    node: Mapped[str | None] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(Text)
+    role: Mapped[str] = mapped_column(Text)
+    code: Mapped[int | None] = mapped_column(Integer)
+    gpu: Mapped[str | None] = mapped_column(Text)
+    rank: Mapped[int | None] = mapped_column(Integer)
+    time_exact: Mapped[bool] = mapped_column(Boolean)
+    outcome: Mapped[str | None] = mapped_column(Text)
+    action: Mapped[str | None] = mapped_column(Text)
+    severity: Mapped[str] = mapped_column(Text)
+    rule: Mapped[str] = mapped_column(Text)
+    location: Mapped[str] = mapped_column(Text)
+    message: Mapped[str] = mapped_column(Text)
+    line: Mapped[str] = mapped_column(Text)
+    fields: Mapped[dict] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    handled_at: Mapped[datetime | None] = mapped_column(TS)
+    stored_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+
+
+class JobEvent(Base):
+    """Which job saw which event, and the role the event plays in that job's current verdict."""
+
+    __tablename__ = "job_events"
+    __table_args__ = (
+        PrimaryKeyConstraint("job_ref", "event_id"),
+        ForeignKeyConstraint(["event_id", "event_time"], ["attribution.events.id", "attribution.events.occurred_at"],
+                             ondelete="CASCADE"),
+        Index(None, "event_id"),
+    )
+
+    job_ref: Mapped[int] = mapped_column(BigInteger, ForeignKey("attribution.jobs.id", ondelete="CASCADE"))
+    event_id: Mapped[int] = mapped_column(BigInteger)
+    event_time: Mapped[datetime] = mapped_column(TS)
+    role_in_job: Mapped[str] = mapped_column(Text, server_default=text("'unattributed'"))
+
+
+class Verdict(Base):
+    """Every attribution run that changed the verdict; the job's current one is jobs.current_verdict_id."""
+
+    __tablename__ = "verdicts"
+    __table_args__ = (
+        Index(None, "job_ref", "id"),
+        Index(None, "outcome", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
+    job_ref: Mapped[int] = mapped_column(BigInteger, ForeignKey("attribution.jobs.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+    outcome: Mapped[str] = mapped_column(Text)
+    confidence: Mapped[str] = mapped_column(Text)
+    action: Mapped[str] = mapped_column(Text)
+    root_event_id: Mapped[int | None] = mapped_column(BigInteger)
+    root_kind: Mapped[str | None] = mapped_column(Text)
+    root_code: Mapped[int | None] = mapped_column(Integer)
+    root_node: Mapped[str | None] = mapped_column(Text)
+    root_gpu: Mapped[str | None] = mapped_column(Text)
+    root_time: Mapped[datetime | None] = mapped_column(TS)
+    culprit_nodes: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'"))
+    explanation: Mapped[str] = mapped_column(Text)
+    rules_version: Mapped[str] = mapped_column(Text)
+    input_digest: Mapped[str] = mapped_column(Text)
+    document: Mapped[dict] = mapped_column(JSONB)
+
+
+class VerdictSymptom(Base):
+    __tablename__ = "verdict_symptoms"
+    __table_args__ = (PrimaryKeyConstraint("verdict_id", "event_id"),)
+
+    verdict_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("attribution.verdicts.id", ondelete="CASCADE"))
+    event_id: Mapped[int] = mapped_column(BigInteger)
+    explained_by: Mapped[str | None] = mapped_column(Text)
+
+
+class CoverageRecord(Base):
+    """What each collector saw for a job: the latest report per (source, node, file)."""
+
+    __tablename__ = "coverage"
+    __table_args__ = (PrimaryKeyConstraint("job_ref", "source", "node_key", "file_key"),)
+
+    job_ref: Mapped[int] = mapped_column(BigInteger, ForeignKey("attribution.jobs.id", ondelete="CASCADE"))
+    source: Mapped[str] = mapped_column(Text)
+    node_key: Mapped[str] = mapped_column(Text)
+    file_key: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(Text)
+    lines: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    reason: Mapped[str | None] = mapped_column(Text)
+    notes: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'"))
+    reported_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+
+
+class FaultWeek(Base):
+    """Rollup kept at ingest: events per (cluster, node, gpu, kind, code, role, ISO week). The fleet-trend views
+    read this instead of scanning every event."""
+
+    __tablename__ = "fault_weeks"
+    __table_args__ = (
+        PrimaryKeyConstraint("cluster", "node", "gpu_key", "kind", "code_key", "week"),
+        Index(None, "week"),
+    )
+
+    cluster: Mapped[str] = mapped_column(Text)
+    node: Mapped[str] = mapped_column(Text)
+    gpu_key: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(Text)
+    code_key: Mapped[int] = mapped_column(Integer)
+    week: Mapped[datetime] = mapped_column(Date)
+    role: Mapped[str] = mapped_column(Text)
+    outcome: Mapped[str | None] = mapped_column(Text)
+    scope: Mapped[str] = mapped_column(Text)  # node: from the node's own logs; job: from a job's output or state
+    events: Mapped[int] = mapped_column(BigInteger)
+    first_seen: Mapped[datetime] = mapped_column(TS)
+    last_seen: Mapped[datetime] = mapped_column(TS)
+
+
+class RulePack(Base):
+    __tablename__ = "rule_packs"
+
+    version: Mapped[str] = mapped_column(Text, primary_key=True)
+    first_used: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+    rules: Mapped[int] = mapped_column(Integer)
+    files: Mapped[dict] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+
+
+__all__ = ["Base", "SCHEMA", "Job", "Event", "JobEvent", "Verdict", "VerdictSymptom", "CoverageRecord", "FaultWeek",
+           "RulePack"]

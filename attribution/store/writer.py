@@ -1,0 +1,276 @@
+"""Writing a job's evidence and verdicts: idempotent, batched, safe to run from many processes at once.
+
+All work on one job happens in a `JobSession`: one transaction holding a per-job advisory lock, so concurrent
+ingests of the same job (64 node epilogs at once) queue up instead of racing, and every ingest re-attributes
+the job from everything stored so far. Events go in through COPY into a temporary table and one
+`INSERT ... ON CONFLICT DO NOTHING`, in fingerprint order (a fixed lock order: no deadlocks between jobs that
+share kernel lines).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, Sequence
+
+from sqlalchemy import Connection, text
+
+from ..model import Coverage, Event, ExecutionContext, Verdict
+from .codec import context_from_json, context_to_json, event_from_row, fingerprint
+
+UTC = timezone.utc
+JOB_SCOPED_SOURCES = frozenset({"job", "scheduler"})
+#: Which source of a job's context wins: the controller and bundles know the final state, a node does not.
+CONTEXT_RANK = {"node": 1, "epilog": 1, "sacct": 2, "kueue": 2, "controller": 3, "bundle": 3, "api": 3}
+#: Two reports of one job id whose start times differ by less than this are the same job (ids wrap after months).
+SAME_JOB_WINDOW = timedelta(days=1)
+
+EVENT_COLUMNS = ("occurred_at", "fingerprint", "cluster", "node", "source", "kind", "role", "code", "gpu", "rank",
+                 "time_exact", "outcome", "action", "severity", "rule", "location", "message", "line", "fields")
+
+
+@dataclass(frozen=True)
+class JobRef:
+    id: int
+    cluster: str
+    job_id: str
+    start: datetime
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    job: JobRef
+    new_events: int
+    linked_events: int
+    verdict_id: int | None
+    verdict_changed: bool
+
+
+def _lock_key(cluster: str, job_id: str) -> str:
+    return f"attribution.job/{cluster}/{job_id}"
+
+
+class JobSession:
+    """Everything stored about one job, inside one transaction that holds the job's advisory lock."""
+
+    def __init__(self, conn: Connection, ctx: ExecutionContext, source: str) -> None:
+        self.conn = conn
+        self.ctx = ctx
+        self.source = source
+        self.rank = CONTEXT_RANK.get(source, 1)
+        conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
+                     {"k": _lock_key(ctx.cluster, ctx.job_id)})
+        self.job = self._find_or_create()
+
+    # -- the job row ---------------------------------------------------------------------------------------
+    def _find_or_create(self) -> JobRef:
+        ctx = self.ctx
+        start = ctx.start or ctx.end or datetime.now(UTC)
+        row = self.conn.execute(text(
+            "SELECT id, start_time, context_rank FROM attribution.jobs "
+            "WHERE cluster = :c AND job_id = :j AND start_time BETWEEN :lo AND :hi "
+            "ORDER BY abs(extract(epoch FROM start_time - :s)), id LIMIT 1 FOR UPDATE"),
+            {"c": ctx.cluster, "j": ctx.job_id, "s": start, "lo": start - SAME_JOB_WINDOW,
+             "hi": start + SAME_JOB_WINDOW}).first()
+        doc = json.dumps(context_to_json(ctx))
+        values = {"c": ctx.cluster, "j": ctx.job_id, "s": start, "e": ctx.end, "u": ctx.user, "p": ctx.partition,
+                  "st": ctx.state, "x": ctx.exit_code, "f": ctx.failed_node, "n": list(ctx.nodes),
+                  "g": ctx.gpus_per_node, "doc": doc, "src": self.source, "rank": self.rank}
+        if row is None:
+            new_id = self.conn.execute(text(
+                "INSERT INTO attribution.jobs (cluster, job_id, start_time, end_time, user_name, partition, state, "
+                "exit_code, failed_node, nodes, gpus_per_node, context, context_source, context_rank) "
+                "VALUES (:c, :j, :s, :e, :u, :p, :st, :x, :f, :n, :g, CAST(:doc AS jsonb), :src, :rank) "
+                "RETURNING id"), values).scalar_one()
+            return JobRef(new_id, ctx.cluster, ctx.job_id, start)
+        job_id, stored_start, stored_rank = row
+        if self.rank >= stored_rank:
+            self.conn.execute(text(
+                "UPDATE attribution.jobs SET start_time = :s, end_time = :e, user_name = :u, partition = :p, "
+                "state = :st, exit_code = :x, failed_node = :f, nodes = :n, gpus_per_node = :g, "
+                "context = CAST(:doc AS jsonb), context_source = :src, context_rank = :rank, updated_at = now() "
+                "WHERE id = :id"), dict(values, id=job_id))
+            return JobRef(job_id, ctx.cluster, ctx.job_id, start)
+        return JobRef(job_id, ctx.cluster, ctx.job_id, stored_start)
+
+    def stored_context(self) -> ExecutionContext:
+        doc = self.conn.execute(text("SELECT context FROM attribution.jobs WHERE id = :id"),
+                                {"id": self.job.id}).scalar_one()
+        return context_from_json(doc)
+
+    # -- events ----------------------------------------------------------------------------------------------
+    def add_events(self, events: Sequence[Event], link: bool = True) -> tuple[int, int]:
+        """Store events (once each, whatever other jobs saw them) and, with `link`, link them to this job.
+        Events outside the job's window are stored for fleet trends without a link.
+        Returns (events new to the store, links new to this job)."""
+        if not events:
+            return 0, 0
+        placement = self.ctx.end or datetime.now(UTC)
+        rows = {}
+        for ev in events:
+            scope = f"{self.ctx.cluster}/{self.ctx.job_id}" if ev.source in JOB_SCOPED_SOURCES else ""
+            fp = fingerprint(self.ctx.cluster, ev, scope)
+            occurred = ev.time or placement
+            rows[(fp, occurred)] = (
+                occurred, fp, self.ctx.cluster, ev.node, ev.source, ev.kind, ev.role, ev.code, ev.gpu, ev.rank,
+                ev.time is not None, ev.outcome, ev.action, ev.severity, ev.rule, ev.location, ev.message, ev.line,
+                json.dumps(dict(ev.fields), sort_keys=True))
+        ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1]))]
+        c = self.conn
+        c.execute(text(
+            f"CREATE TEMP TABLE IF NOT EXISTS _in_events ON COMMIT DELETE ROWS AS "
+            f"SELECT {', '.join(EVENT_COLUMNS)} FROM attribution.events WITH NO DATA"))
+        raw = c.connection.driver_connection
+        with raw.cursor().copy(f"COPY _in_events ({', '.join(EVENT_COLUMNS)}) FROM STDIN") as cp:
+            for r in ordered:
+                cp.write_row(r)
+        c.execute(text(
+            "SELECT attribution.ensure_event_partition(m) FROM "
+            "(SELECT DISTINCT date_trunc('month', occurred_at) AS m FROM _in_events) x"))
+        cols = ", ".join(EVENT_COLUMNS)
+        new = c.execute(text(f"""
+            WITH ins AS (
+              INSERT INTO attribution.events ({cols})
+              SELECT {cols} FROM _in_events ORDER BY fingerprint, occurred_at
+              ON CONFLICT (fingerprint, occurred_at) DO NOTHING
+              RETURNING cluster, node, gpu, kind, code, role, outcome, source, occurred_at
+            ), agg AS (
+              SELECT cluster, coalesce(node, '') AS node, coalesce(gpu, '') AS gpu_key, kind,
+                     coalesce(code, -1) AS code_key,
+                     (date_trunc('week', occurred_at AT TIME ZONE 'UTC'))::date AS week,
+                     min(role) AS role, min(outcome) AS outcome,
+                     min(CASE WHEN source IN ('job', 'scheduler') THEN 'job' ELSE 'node' END) AS scope, count(*) AS n,
+                     min(occurred_at) AS first_seen, max(occurred_at) AS last_seen
+              FROM ins GROUP BY 1, 2, 3, 4, 5, 6
+            ), up AS (
+              INSERT INTO attribution.fault_weeks AS f
+                (cluster, node, gpu_key, kind, code_key, week, role, outcome, scope, events, first_seen, last_seen)
+              SELECT cluster, node, gpu_key, kind, code_key, week, role, outcome, scope, n, first_seen, last_seen
+              FROM agg ORDER BY cluster, node, gpu_key, kind, code_key, week
+              ON CONFLICT (cluster, node, gpu_key, kind, code_key, week) DO UPDATE
+                SET events = f.events + excluded.events,
+                    first_seen = least(f.first_seen, excluded.first_seen),
+                    last_seen = greatest(f.last_seen, excluded.last_seen)
+              RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM up)""")).first()[0]
+        linked = 0 if not link else c.execute(text("""
+            WITH l AS (
+              INSERT INTO attribution.job_events (job_ref, event_id, event_time)
+              SELECT :job, e.id, e.occurred_at
+              FROM _in_events i JOIN attribution.events e
+                ON e.fingerprint = i.fingerprint AND e.occurred_at = i.occurred_at
+              ORDER BY e.id
+              ON CONFLICT (job_ref, event_id) DO NOTHING
+              RETURNING 1
+            ) SELECT count(*) FROM l"""), {"job": self.job.id}).scalar_one()
+        c.execute(text("TRUNCATE _in_events"))
+        return int(new), int(linked)
+
+    def events(self) -> list[Event]:
+        rows = self.conn.execute(text(
+            "SELECT e.kind, e.role, e.rule, e.source, e.location, e.line, e.message, e.node, e.gpu, e.code, e.rank, "
+            "CASE WHEN e.time_exact THEN e.occurred_at END, e.outcome, e.action, e.severity, e.fields "
+            "FROM attribution.job_events je JOIN attribution.events e "
+            "ON e.id = je.event_id AND e.occurred_at = je.event_time WHERE je.job_ref = :job"),
+            {"job": self.job.id}).all()
+        return [event_from_row(r) for r in rows]
+
+    # -- coverage -----------------------------------------------------------------------------------------------
+    def set_coverage(self, coverage: Iterable[Coverage]) -> None:
+        rows = [{"job": self.job.id, "source": c.source, "node": c.node or "", "file": c.file or "",
+                 "status": c.status, "lines": c.lines, "reason": c.reason, "notes": list(c.notes)}
+                for c in coverage]
+        if not rows:
+            return
+        rows.sort(key=lambda r: (r["source"], r["node"], r["file"]))
+        self.conn.execute(text(
+            "INSERT INTO attribution.coverage (job_ref, source, node_key, file_key, status, lines, reason, notes) "
+            "VALUES (:job, :source, :node, :file, :status, :lines, :reason, :notes) "
+            "ON CONFLICT (job_ref, source, node_key, file_key) DO UPDATE SET status = excluded.status, "
+            "lines = excluded.lines, reason = excluded.reason, notes = excluded.notes, reported_at = now()"), rows)
+
+    def coverage(self) -> list[Coverage]:
+        rows = self.conn.execute(text(
+            "SELECT source, node_key, status, lines, reason, file_key, notes FROM attribution.coverage "
+            "WHERE job_ref = :job"), {"job": self.job.id}).all()
+        return [Coverage(source=r[0], node=r[1] or None, status=r[2], lines=int(r[3]), reason=r[4], file=r[5] or None,
+                         notes=tuple(r[6] or ())) for r in rows]
+
+    # -- verdicts ----------------------------------------------------------------------------------------------
+    def save_verdict(self, verdict: Verdict, document: dict) -> tuple[int, bool]:
+        """Add the verdict unless it is the same as the current one. Returns (current verdict id, changed)."""
+        digest = verdict_digest(document)
+        cur = self.conn.execute(text(
+            "SELECT v.id, v.input_digest FROM attribution.jobs j JOIN attribution.verdicts v "
+            "ON v.id = j.current_verdict_id WHERE j.id = :job"), {"job": self.job.id}).first()
+        if cur is not None and cur[1] == digest:
+            return cur[0], False
+        root = verdict.root_cause
+        root_id = self._event_id(root) if root else None
+        vid = self.conn.execute(text(
+            "INSERT INTO attribution.verdicts (job_ref, outcome, confidence, action, root_event_id, root_kind, "
+            "root_code, root_node, root_gpu, root_time, culprit_nodes, explanation, rules_version, input_digest, "
+            "document) VALUES (:job, :o, :conf, :a, :rid, :rk, :rc, :rn, :rg, :rt, :cul, :ex, :rv, :dg, "
+            "CAST(:doc AS jsonb)) RETURNING id"),
+            {"job": self.job.id, "o": verdict.outcome, "conf": verdict.confidence, "a": verdict.action,
+             "rid": root_id, "rk": root.kind if root else None, "rc": root.code if root else None,
+             "rn": root.node if root else None, "rg": root.gpu if root else None,
+             "rt": root.time if root else None, "cul": [n for n, _ in verdict.culprits],
+             "ex": verdict.explanation, "rv": verdict.rules_version, "dg": digest,
+             "doc": json.dumps(document)}).scalar_one()
+        self._save_roles(verdict, vid)
+        self.conn.execute(text("UPDATE attribution.jobs SET current_verdict_id = :v, updated_at = now() "
+                               "WHERE id = :job"), {"v": vid, "job": self.job.id})
+        return vid, True
+
+    def _event_ids(self) -> dict[tuple, int]:
+        rows = self.conn.execute(text(
+            "SELECT e.id, e.rule, e.location, e.kind, e.line FROM attribution.job_events je "
+            "JOIN attribution.events e ON e.id = je.event_id AND e.occurred_at = je.event_time "
+            "WHERE je.job_ref = :job"), {"job": self.job.id}).all()
+        return {(r[1], r[2], r[3], r[4]): r[0] for r in rows}
+
+    def _event_id(self, ev: Event) -> int | None:
+        return self._event_ids().get((ev.rule, ev.location, ev.kind, ev.line))
+
+    def _save_roles(self, verdict: Verdict, vid: int) -> None:
+        ids = self._event_ids()
+        roles: dict[int, str] = {}
+        for e in verdict.causes:
+            i = ids.get((e.rule, e.location, e.kind, e.line))
+            if i is not None:
+                roles[i] = "cause"
+        if verdict.root_cause is not None:
+            i = ids.get((verdict.root_cause.rule, verdict.root_cause.location, verdict.root_cause.kind,
+                         verdict.root_cause.line))
+            if i is not None:
+                roles[i] = "root_cause"
+        sym_rows = []
+        for s in verdict.symptoms:
+            i = ids.get((s.event.rule, s.event.location, s.event.kind, s.event.line))
+            if i is None:
+                continue
+            roles.setdefault(i, "symptom")
+            sym_rows.append((vid, i, s.explained_by))
+        if sym_rows:
+            raw = self.conn.connection.driver_connection
+            with raw.cursor().copy("COPY attribution.verdict_symptoms (verdict_id, event_id, explained_by) "
+                                   "FROM STDIN") as cp:
+                for r in sorted(set(sym_rows)):
+                    cp.write_row(r)
+        self.conn.execute(text("UPDATE attribution.job_events SET role_in_job = 'not_attributed' "
+                               "WHERE job_ref = :job AND role_in_job <> 'not_attributed'"), {"job": self.job.id})
+        if roles:
+            self.conn.execute(text(
+                "UPDATE attribution.job_events je SET role_in_job = r.role FROM "
+                "(SELECT unnest(CAST(:ids AS bigint[])) AS id, unnest(CAST(:roles AS text[])) AS role) r "
+                "WHERE je.job_ref = :job AND je.event_id = r.id"),
+                {"job": self.job.id, "ids": list(roles), "roles": list(roles.values())})
+
+
+def verdict_digest(document: dict) -> str:
+    """What makes two verdicts the same: everything but the wording of symptoms' order-independent fields."""
+    return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()

@@ -1,0 +1,69 @@
+"""The store commands on the embedded default: what a new user runs on a machine with no PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from .conftest import INCIDENTS
+
+
+def run(home, *args):
+    env = dict(os.environ, ATTRIBUTION_HOME=str(home))
+    env.pop("ATTRIBUTION_DATABASE_URL", None)
+    env.pop("ATTRIBUTION_CONFIG", None)
+    return subprocess.run([sys.executable, "-m", "attribution.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+def _server_running(home) -> bool:
+    pid = home / "pg" / "postmaster.pid"
+    return pid.exists()
+
+
+def test_demo_on_the_embedded_database(tmp_path):
+    r = run(tmp_path, "demo", "--weeks", "3")
+    assert r.returncode == 0, r.stderr
+    assert "== 12 example incidents" in r.stdout
+    assert "04-xid74-nvlink                  nvlink" in r.stdout
+    assert "recurring faults" in r.stdout and "dgx017" in r.stdout and "nvlink_error" in r.stdout
+    assert not _server_running(tmp_path), "the embedded server must be stopped after the command"
+
+
+def test_ingest_twice_then_status(tmp_path):
+    b = str(INCIDENTS / "03-xid94-contained-ecc")
+    first = run(tmp_path, "ingest", b)
+    assert first.returncode == 0, first.stderr
+    assert "new verdict" in first.stdout and "gpu_hardware" in first.stdout
+    again = run(tmp_path, "ingest", b)
+    assert " 0 new event(s), verdict unchanged" in again.stdout
+    st = run(tmp_path, "db", "status")
+    assert st.returncode == 0 and "revision  0001" in st.stdout
+
+
+def test_db_start_keeps_the_server_until_db_stop(tmp_path):
+    assert run(tmp_path, "db", "start").returncode == 0
+    assert run(tmp_path, "ingest", str(INCIDENTS / "06-ib-link-down")).returncode == 0
+    assert _server_running(tmp_path)
+    assert run(tmp_path, "db", "stop").returncode == 0
+    assert not _server_running(tmp_path)
+
+
+def test_unreachable_configured_database_is_exit_3_with_one_line(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("database:\n  url: postgresql+psycopg://nobody@127.0.0.1:1/none\n  connect_timeout: 1\n")
+    r = run(tmp_path, "--config", str(cfg), "db", "upgrade")
+    assert r.returncode == 3
+    assert r.stderr.startswith("attribution: database:") and "Traceback" not in r.stderr
+
+
+def test_world_readable_password_file_is_refused(tmp_path):
+    secret = tmp_path / "pw"
+    secret.write_text("hunter2")
+    secret.chmod(0o644)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"database:\n  url: postgresql+psycopg://writer@127.0.0.1:1/none\n  password_file: {secret}\n")
+    r = run(tmp_path, "--config", str(cfg), "db", "status")
+    assert r.returncode == 2
+    assert "readable by others" in r.stderr and "hunter2" not in r.stderr + r.stdout
