@@ -106,6 +106,7 @@ def _event(ruleset: RuleSet, ctx: ExecutionContext, obs: Observation, rule: Rule
         code = rule.code
     kind, action, severity = rule.kind, rule.action, rule.severity
     fields = {k: v for k, v in groups.items() if k not in SPECIAL_GROUPS}
+    fields.update(rule.set_fields)
     if rule.catalog:
         entry = ruleset.catalogs[rule.catalog].lookup(code)
         if entry is None:

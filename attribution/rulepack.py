@@ -126,6 +126,7 @@ class Rule:
     severity: str | None
     require_flags: frozenset[str]
     unless_kinds: frozenset[str]
+    set_fields: tuple[tuple[str, str], ...]
     examples: tuple[Example, ...]
     no_match: tuple[str, ...]
     path: str
@@ -491,6 +492,7 @@ def _build(root: Path, version: str, docs: dict, problems: list[str]) -> RuleSet
                 action=r.get("action"), severity=r.get("severity"),
                 require_flags=frozenset(r.get("require_flags", [])),
                 unless_kinds=frozenset(r.get("unless_kinds", [])),
+                set_fields=tuple(sorted((r.get("set_fields") or {}).items())),
                 examples=examples, no_match=tuple(r["examples"].get("no_match", [])),
                 path=shown, line=line))
 

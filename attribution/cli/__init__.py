@@ -80,7 +80,7 @@ def settings_of(ctx: click.Context):
 
 
 def _register() -> None:
-    from . import db, diagnose  # noqa: F401  (each module adds its commands to `main`)
+    from . import db, diagnose, hooks  # noqa: F401  (each module adds its commands to `main`)
 
 
 _register()

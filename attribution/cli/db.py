@@ -39,13 +39,14 @@ def _keep_marker(pg) -> Path:
 
 
 @contextlib.contextmanager
-def open_store(ctx: click.Context, auto_migrate: bool = True, pool_size: int | None = None):
+def open_store(ctx: click.Context | None, auto_migrate: bool = True, pool_size: int | None = None,
+               settings=None, application_name: str = "attribution"):
     """An engine on the configured database, or on the embedded one (started for this command and stopped after
     the last command using it, unless `attribution db start` keeps it running)."""
     from ..store import db as storedb
     from ..store import migrate
 
-    settings = settings_of(ctx)
+    settings = settings or settings_of(ctx)
     lease = contextlib.nullcontext()
     if not settings.database.url:
         from ..embedded import EmbeddedPostgres
@@ -53,7 +54,7 @@ def open_store(ctx: click.Context, auto_migrate: bool = True, pool_size: int | N
         lease = _embedded_lease(EmbeddedPostgres(settings.embedded_dir))
     with lease:
         target = storedb.resolve_target(settings)
-        engine = storedb.make_engine(target, settings, pool_size=pool_size)
+        engine = storedb.make_engine(target, settings, pool_size=pool_size, application_name=application_name)
         try:
             if target.embedded and auto_migrate:
                 migrate.upgrade(engine)

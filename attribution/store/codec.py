@@ -1,13 +1,12 @@
-"""Model values to and from their stored form: event fingerprints, event rows, context documents."""
+"""Events to and from their stored form: fingerprints and rows."""
 
 from __future__ import annotations
 
 import hashlib
 from typing import Any, Sequence
 
-from ..model import Event, ExecutionContext
-from ..scope import context_from_mapping
-from ..timeparse import format_utc
+from ..model import Event
+
 
 
 def fingerprint(cluster: str, ev: Event, scope: str = "") -> bytes:
@@ -26,19 +25,3 @@ def event_from_row(r: Sequence[Any]) -> Event:
     return Event(kind=kind, role=role, rule=rule, source=source, location=location, line=line, message=message,
                  node=node, gpu=gpu, code=code, rank=rank, time=time, outcome=outcome, action=action,
                  severity=severity, fields=dict(fields or {}))
-
-
-def context_to_json(ctx: ExecutionContext) -> dict:
-    d = {
-        "scheduler": ctx.scheduler, "cluster": ctx.cluster, "job_id": ctx.job_id, "user": ctx.user,
-        "partition": ctx.partition, "state": ctx.state, "exit_code": ctx.exit_code, "failed_node": ctx.failed_node,
-        "nodes": list(ctx.nodes), "tasks_per_node": ctx.tasks_per_node,
-        "srun_tasks_per_node": ctx.srun_tasks_per_node, "start": format_utc(ctx.start), "end": format_utc(ctx.end),
-        "timezone": ctx.timezone, "boot_time": {k: format_utc(v) for k, v in ctx.boot_time.items()},
-        "gpus_per_node": ctx.gpus_per_node,
-    }
-    return {k: v for k, v in d.items() if v not in (None, {}, [])}
-
-
-def context_from_json(doc: dict) -> ExecutionContext:
-    return context_from_mapping(dict(doc), "stored context")

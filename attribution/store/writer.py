@@ -18,7 +18,8 @@ from typing import Iterable, Sequence
 from sqlalchemy import Connection, text
 
 from ..model import Coverage, Event, ExecutionContext, Verdict
-from .codec import context_from_json, context_to_json, event_from_row, fingerprint
+from ..serialize import context_from_json, context_to_json
+from .codec import event_from_row, fingerprint
 
 UTC = timezone.utc
 JOB_SCOPED_SOURCES = frozenset({"job", "scheduler"})

@@ -248,7 +248,7 @@ class SlurmCluster:
         # and the slurm/munge users must be able to traverse to the configs.
         for anc in [self.base_dir, *self.base_dir.parents, self.munge_socket.parent]:
             mode = anc.stat().st_mode
-            if not mode & stat.S_IXOTH:
+            if (mode & (stat.S_IXOTH | stat.S_IXGRP)) != (stat.S_IXOTH | stat.S_IXGRP):  # munged wants both
                 os.chmod(anc, stat.S_IMODE(mode) | stat.S_IXOTH | stat.S_IXGRP)
         # Fake GPUs: char devices 1,3 (same as /dev/null).
         for i in range(self.gpus_per_node * len(self.nodes)):

@@ -1,0 +1,146 @@
+"""The local spool: observations that could not be stored now, kept on disk and replayed exactly once later.
+
+Each file is written whole or not at all (temporary name, fsync, rename, fsync of the directory) and carries
+a checksum of its body, so a file cut off by a power loss is recognised and never replayed half. A replay
+takes a lock, stores each file (ingest is idempotent, so a crash between storing and deleting replays it
+again harmlessly) and deletes it; files that cannot be read go to `bad/` with the reason.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+MAGIC = b"attribution-spool/1"
+SUFFIX = ".spool"
+
+
+class SpoolCorrupt(ValueError):
+    pass
+
+
+def encode(payload: dict) -> bytes:
+    body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    return MAGIC + b" " + hashlib.sha256(body).hexdigest().encode() + b" " + str(len(body)).encode() + b"\n" + body
+
+
+def decode(data: bytes) -> dict:
+    head, sep, body = data.partition(b"\n")
+    parts = head.split(b" ")
+    if not sep or len(parts) != 3 or parts[0] != MAGIC:
+        raise SpoolCorrupt("not a spool file (bad header)")
+    digest, length = parts[1].decode(errors="replace"), parts[2]
+    if not length.isdigit() or int(length) != len(body):
+        raise SpoolCorrupt(f"truncated: {len(body)} of {length.decode(errors='replace')} bytes")
+    if hashlib.sha256(body).hexdigest() != digest:
+        raise SpoolCorrupt("checksum mismatch")
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise SpoolCorrupt(f"bad JSON: {exc}") from None
+
+
+def write(spool_dir: Path, payload: dict) -> Path:
+    """Write one payload atomically; returns its final path."""
+    spool_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SUFFIX}"
+    tmp = spool_dir / f".tmp-{name}"
+    data = encode(payload)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    final = spool_dir / name
+    os.rename(tmp, final)
+    dfd = os.open(spool_dir, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return final
+
+
+def pending(spool_dir: Path) -> list[Path]:
+    if not spool_dir.is_dir():
+        return []
+    return sorted(p for p in spool_dir.iterdir() if p.name.endswith(SUFFIX) and not p.name.startswith("."))
+
+
+@dataclass
+class FlushResult:
+    replayed: int = 0
+    left: int = 0
+    bad: list[str] = field(default_factory=list)
+    error: str | None = None
+    locked_out: bool = False
+
+
+def flush(spool_dir: Path, store: Callable[[dict], None], deadline: float | None = None,
+          wait_for_lock: bool = False, stale_tmp_seconds: float = 3600) -> FlushResult:
+    """Replay pending files in order through `store`, each deleted once stored. Stops at the first failure of
+    `store` (the database is still away) or at `deadline` (a time.monotonic() value)."""
+    res = FlushResult()
+    if not spool_dir.is_dir():
+        return res
+    lock = os.open(spool_dir / ".lock", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait_for_lock else fcntl.LOCK_NB))
+        except BlockingIOError:
+            res.locked_out = True
+            res.left = len(pending(spool_dir))
+            return res
+        _remove_stale_tmp(spool_dir, stale_tmp_seconds)
+        files = pending(spool_dir)
+        for i, path in enumerate(files):
+            if deadline is not None and time.monotonic() >= deadline:
+                res.left = len(files) - i
+                break
+            try:
+                payload = decode(path.read_bytes())
+            except (SpoolCorrupt, OSError) as exc:
+                _quarantine(spool_dir, path, str(exc))
+                res.bad.append(f"{path.name}: {exc}")
+                continue
+            try:
+                store(payload)
+            except Exception as exc:  # the database is still unreachable or refused: keep the file for later
+                res.error = f"{type(exc).__name__}: {exc}"
+                res.left = len(files) - i
+                break
+            path.unlink()
+            res.replayed += 1
+        return res
+    finally:
+        os.close(lock)
+
+
+def _quarantine(spool_dir: Path, path: Path, reason: str) -> None:
+    bad = spool_dir / "bad"
+    bad.mkdir(exist_ok=True, mode=0o700)
+    target = bad / path.name
+    os.rename(path, target)
+    (bad / (path.name + ".reason")).write_text(reason + "\n")
+
+
+def _remove_stale_tmp(spool_dir: Path, age: float) -> None:
+    now = time.time()
+    for p in spool_dir.iterdir():
+        if p.name.startswith(".tmp-"):
+            try:
+                if now - p.stat().st_mtime > age:
+                    p.unlink()
+            except OSError:
+                pass
