@@ -80,7 +80,9 @@ def check_pack(directory: Path | None) -> tuple[list[str], str]:
         rs = load_rules(directory)
     except RulePackError as exc:
         return exc.problems, ""
-    problems = check_examples(rs)
+    from .drain import policy_problems
+
+    problems = check_examples(rs) + (policy_problems(rs) if rs.document("drain_policy") else [])
     n_ex = sum(len(r.examples) + len(r.no_match) for r in rs.rules)
     summary = (f"{rs.root}: {len(rs.rules)} rules, {len(rs.kinds)} kinds, "
                f"{sum(len(c.entries) for c in rs.catalogs.values())} catalog codes, "

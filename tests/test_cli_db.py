@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+from attribution.store.migrate import head
+
 from .conftest import INCIDENTS
 
 
@@ -39,7 +41,7 @@ def test_ingest_twice_then_status(tmp_path):
     again = run(tmp_path, "ingest", b)
     assert " 0 new event(s), verdict unchanged" in again.stdout
     st = run(tmp_path, "db", "status")
-    assert st.returncode == 0 and "revision  0001" in st.stdout
+    assert st.returncode == 0 and f"revision  {head()} (newest {head()})" in st.stdout
 
 
 def test_db_start_keeps_the_server_until_db_stop(tmp_path):

@@ -264,10 +264,12 @@ def test_events_outside_the_job_window_are_stored_but_not_linked(ruleset, store)
 
 
 def test_views_sql_files_are_the_ones_the_migrations_apply():
-    """sql/ holds the readable definitions; they are identical to what the newest migration applies."""
+    """sql/ holds the readable definitions; each is identical to the newest migration's version of it (a
+    migrations/sql/NNNN folder holds the views that revision created or changed)."""
     shipped = {p.name: p.read_text() for p in (ROOT / "sql").glob("*.sql")}
-    newest = sorted((ROOT / "migrations" / "sql").iterdir())[-1]
-    applied = {p.name: p.read_text() for p in newest.glob("*.sql")}
+    applied = {}
+    for folder in sorted((ROOT / "migrations" / "sql").iterdir()):
+        applied.update({p.name: p.read_text() for p in folder.glob("*.sql")})
     assert shipped == applied
 
 
@@ -298,3 +300,42 @@ def test_copy_of_sql_folder(tmp_path):
     names = {p.stem.split("_", 1)[1] for p in (ROOT / "sql").glob("*.sql")}
     assert {"job_verdicts", "fault_events", "node_faults_weekly", "recurring_faults", "drain_candidates"} <= names
     shutil.rmtree(tmp_path)
+
+
+def test_rollups_equal_a_recount_from_the_raw_tables(ruleset, store, tmp_path):
+    """fault_weeks, fault_series and failed_roots, kept incrementally at ingest, equal what a full recount of
+    events and current verdicts gives, also after verdicts changed (pieces arriving in several ingests)."""
+    for j in history(weeks=6, end=datetime(2026, 11, 27, tzinfo=UTC)):
+        ingest_bundle(ruleset, store, write_bundle(j, tmp_path))
+    for ctx, evs, cov, source in _pieces(ruleset, INCIDENTS / "01-xid79-fallen-off-bus"):
+        ingest(ruleset, store, ctx, evs, cov, source)
+    with store.connect() as c:
+        weeks_vs_series = c.execute(text("""
+            SELECT count(*) FROM (
+              SELECT cluster, node, gpu_key, kind, code_key, sum(events) AS e, count(*) AS w,
+                     min(first_seen) AS f, max(last_seen) AS l FROM attribution.fault_weeks GROUP BY 1, 2, 3, 4, 5
+              EXCEPT
+              SELECT cluster, node, gpu_key, kind, code_key, events, weeks, first_seen, last_seen
+              FROM attribution.fault_series) x""")).scalar()
+        weeks_vs_events = c.execute(text("""
+            SELECT count(*) FROM (
+              SELECT cluster, node, coalesce(gpu, ''), kind, coalesce(code, -1),
+                     (date_trunc('week', occurred_at AT TIME ZONE 'UTC'))::date, count(*)
+              FROM attribution.events
+              WHERE node IS NOT NULL AND ((source NOT IN ('job', 'scheduler') AND role <> 'symptom'
+                    AND coalesce(outcome, '') <> 'application') OR (role = 'cause' AND outcome IN
+                    ('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')))
+              GROUP BY 1, 2, 3, 4, 5, 6
+              EXCEPT SELECT cluster, node, gpu_key, kind, code_key, week, events FROM attribution.fault_weeks) x"""
+                                          )).scalar()
+        roots = c.execute(text("""
+            SELECT count(*) FROM (
+              (SELECT j.cluster, v.root_node, coalesce(v.root_gpu, ''), v.root_kind, coalesce(v.root_code, -1),
+                      (date_trunc('week', coalesce(v.root_time, j.end_time) AT TIME ZONE 'UTC'))::date, count(*)::int
+               FROM attribution.jobs j JOIN attribution.verdicts v ON v.id = j.current_verdict_id
+               WHERE v.root_node IS NOT NULL AND v.outcome IN ('gpu_hardware', 'nvlink', 'nvswitch_fabric',
+                     'network', 'host') GROUP BY 1, 2, 3, 4, 5, 6)
+              EXCEPT SELECT cluster, node, gpu_key, kind, code_key, week, jobs FROM attribution.failed_roots
+                     WHERE jobs <> 0) x""")).scalar()
+        assert c.execute(text("SELECT count(*) FROM attribution.fault_series")).scalar() > 0
+    assert (weeks_vs_series, weeks_vs_events, roots) == (0, 0, 0)

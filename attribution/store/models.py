@@ -23,6 +23,7 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
+    REAL,
     SmallInteger,
     Text,
     UniqueConstraint,
@@ -88,6 +89,9 @@ class Event(Base):
         UniqueConstraint("fingerprint", "occurred_at"),
         Index(None, "cluster", "node", "occurred_at"),
         Index(None, "kind", "occurred_at"),
+        Index("ix_events_kind_occurred_at_node", "kind", "occurred_at", "node",
+              postgresql_where=text("role = 'cause' AND handled_at IS NULL"),
+              postgresql_include=["gpu", "code", "id", "outcome"]),
         {"postgresql_partition_by": "RANGE (occurred_at)"},
     )
 
@@ -210,6 +214,45 @@ class FaultWeek(Base):
     last_seen: Mapped[datetime] = mapped_column(TS)
 
 
+class FaultSeries(Base):
+    """Rollup kept at ingest: one row per (cluster, node, gpu, kind, code) with its events and distinct ISO weeks.
+    Its size follows the fleet (nodes x GPUs x kinds), not the length of the history."""
+
+    __tablename__ = "fault_series"
+    __table_args__ = (
+        PrimaryKeyConstraint("cluster", "node", "gpu_key", "kind", "code_key"),
+        Index(None, "weeks"),
+    )
+
+    cluster: Mapped[str] = mapped_column(Text)
+    node: Mapped[str] = mapped_column(Text)
+    gpu_key: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(Text)
+    code_key: Mapped[int] = mapped_column(Integer)
+    role: Mapped[str] = mapped_column(Text)
+    outcome: Mapped[str | None] = mapped_column(Text)
+    scope: Mapped[str] = mapped_column(Text)
+    events: Mapped[int] = mapped_column(BigInteger)
+    weeks: Mapped[int] = mapped_column(Integer)
+    first_seen: Mapped[datetime] = mapped_column(TS)
+    last_seen: Mapped[datetime] = mapped_column(TS)
+
+
+class FailedRoot(Base):
+    """Rollup kept with the verdicts: failed jobs whose current root cause is a fault, per fault and ISO week."""
+
+    __tablename__ = "failed_roots"
+    __table_args__ = (PrimaryKeyConstraint("cluster", "node", "gpu_key", "kind", "code_key", "week"),)
+
+    cluster: Mapped[str] = mapped_column(Text)
+    node: Mapped[str] = mapped_column(Text)
+    gpu_key: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(Text)
+    code_key: Mapped[int] = mapped_column(Integer)
+    week: Mapped[datetime] = mapped_column(Date)
+    jobs: Mapped[int] = mapped_column(Integer)
+
+
 class RulePack(Base):
     __tablename__ = "rule_packs"
 
@@ -219,5 +262,63 @@ class RulePack(Base):
     files: Mapped[dict] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
 
 
+class DrainPolicy(Base):
+    """A drain policy as loaded from rules/drain-policy.yaml; the newest is the one in force."""
+
+    __tablename__ = "drain_policies"
+
+    version: Mapped[str] = mapped_column(Text, primary_key=True)
+    loaded_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+    reason_prefix: Mapped[str] = mapped_column(Text)
+    caps: Mapped[dict] = mapped_column(JSONB)
+    document: Mapped[dict] = mapped_column(JSONB)
+
+
+class DrainCondition(Base):
+    __tablename__ = "drain_conditions"
+    __table_args__ = (PrimaryKeyConstraint("policy_version", "condition_id"),)
+
+    policy_version: Mapped[str] = mapped_column(
+        Text, ForeignKey("attribution.drain_policies.version", ondelete="CASCADE"))
+    condition_id: Mapped[str] = mapped_column(Text)
+    kinds: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
+    per: Mapped[str | None] = mapped_column(Text)
+    distinct_by: Mapped[str | None] = mapped_column(Text)
+    culprit_distinct: Mapped[str | None] = mapped_column(Text)
+    min_count: Mapped[int] = mapped_column(Integer)
+    window_days: Mapped[int] = mapped_column(Integer)
+    label: Mapped[str] = mapped_column(Text)
+    score: Mapped[float] = mapped_column(REAL)
+
+
+class NodeResume(Base):
+    """When an operator gave a node back: its earlier evidence no longer counts."""
+
+    __tablename__ = "node_resumes"
+    __table_args__ = (PrimaryKeyConstraint("cluster", "node"),)
+
+    cluster: Mapped[str] = mapped_column(Text)
+    node: Mapped[str] = mapped_column(Text)
+    resumed_at: Mapped[datetime] = mapped_column(TS)
+
+
+class DrainAction(Base):
+    """The audit of every drain decision: applied, skipped, capped, failed, resumed."""
+
+    __tablename__ = "drain_actions"
+    __table_args__ = (Index(None, "cluster", "at"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
+    at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+    cluster: Mapped[str] = mapped_column(Text)
+    node: Mapped[str] = mapped_column(Text)
+    decision: Mapped[str] = mapped_column(Text)
+    reason: Mapped[str | None] = mapped_column(Text)
+    detail: Mapped[str | None] = mapped_column(Text)
+    evidence: Mapped[dict | None] = mapped_column(JSONB)
+    policy_version: Mapped[str | None] = mapped_column(Text)
+    actor: Mapped[str | None] = mapped_column(Text)
+
+
 __all__ = ["Base", "SCHEMA", "Job", "Event", "JobEvent", "Verdict", "VerdictSymptom", "CoverageRecord", "FaultWeek",
-           "RulePack"]
+           "RulePack", "FaultSeries", "FailedRoot", "DrainPolicy", "DrainCondition", "NodeResume", "DrainAction"]

@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 
 from sqlalchemy import Connection, text
 
-from ..model import Coverage, Event, ExecutionContext, Verdict
+from ..model import INFRASTRUCTURE_OUTCOMES, Coverage, Event, ExecutionContext, Verdict
 from ..serialize import context_from_json, context_to_json
 from .codec import event_from_row, fingerprint
 
@@ -28,6 +28,7 @@ CONTEXT_RANK = {"node": 1, "epilog": 1, "sacct": 2, "kueue": 2, "controller": 3,
 #: Two reports of one job id whose start times differ by less than this are the same job (ids wrap after months).
 SAME_JOB_WINDOW = timedelta(days=1)
 
+INFRA_SQL = "('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')"
 EVENT_COLUMNS = ("occurred_at", "fingerprint", "cluster", "node", "source", "kind", "role", "code", "gpu", "rank",
                  "time_exact", "outcome", "action", "severity", "rule", "location", "message", "line", "fields")
 
@@ -51,6 +52,11 @@ class IngestResult:
 
 def _lock_key(cluster: str, job_id: str) -> str:
     return f"attribution.job/{cluster}/{job_id}"
+
+
+def _int4(v: int | None) -> int | None:
+    """Events from a spool file or the API are not trusted to fit the integer columns: out of range is unknown."""
+    return v if v is None or -2**31 < v < 2**31 else None
 
 
 class JobSession:
@@ -115,7 +121,8 @@ class JobSession:
             fp = fingerprint(self.ctx.cluster, ev, scope)
             occurred = ev.time or placement
             rows[(fp, occurred)] = (
-                occurred, fp, self.ctx.cluster, ev.node, ev.source, ev.kind, ev.role, ev.code, ev.gpu, ev.rank,
+                occurred, fp, self.ctx.cluster, ev.node, ev.source, ev.kind, ev.role, _int4(ev.code), ev.gpu,
+                _int4(ev.rank),
                 ev.time is not None, ev.outcome, ev.action, ev.severity, ev.rule, ev.location, ev.message, ev.line,
                 json.dumps(dict(ev.fields), sort_keys=True))
         ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1]))]
@@ -137,15 +144,21 @@ class JobSession:
               SELECT {cols} FROM _in_events ORDER BY fingerprint, occurred_at
               ON CONFLICT (fingerprint, occurred_at) DO NOTHING
               RETURNING cluster, node, gpu, kind, code, role, outcome, source, occurred_at
+            ), faults AS (
+              -- what the fleet views can show: a node's own non-symptom, non-application events, and
+              -- infrastructure causes found anywhere (symptoms and a job's own errors are not node faults)
+              SELECT *, CASE WHEN source IN ('job', 'scheduler') THEN 'job' ELSE 'node' END AS scope FROM ins
+              WHERE node IS NOT NULL
+                AND ((source NOT IN ('job', 'scheduler') AND role <> 'symptom'
+                      AND coalesce(outcome, '') <> 'application')
+                     OR (role = 'cause' AND outcome IN {INFRA_SQL}))
             ), agg AS (
-              SELECT cluster, coalesce(node, '') AS node, coalesce(gpu, '') AS gpu_key, kind,
-                     coalesce(code, -1) AS code_key,
+              SELECT cluster, node, coalesce(gpu, '') AS gpu_key, kind, coalesce(code, -1) AS code_key,
                      (date_trunc('week', occurred_at AT TIME ZONE 'UTC'))::date AS week,
-                     min(role) AS role, min(outcome) AS outcome,
-                     min(CASE WHEN source IN ('job', 'scheduler') THEN 'job' ELSE 'node' END) AS scope, count(*) AS n,
+                     min(role) AS role, min(outcome) AS outcome, min(scope) AS scope, count(*) AS n,
                      min(occurred_at) AS first_seen, max(occurred_at) AS last_seen
-              FROM ins GROUP BY 1, 2, 3, 4, 5, 6
-            ), up AS (
+              FROM faults GROUP BY 1, 2, 3, 4, 5, 6
+            ), wk AS (
               INSERT INTO attribution.fault_weeks AS f
                 (cluster, node, gpu_key, kind, code_key, week, role, outcome, scope, events, first_seen, last_seen)
               SELECT cluster, node, gpu_key, kind, code_key, week, role, outcome, scope, n, first_seen, last_seen
@@ -154,6 +167,23 @@ class JobSession:
                 SET events = f.events + excluded.events,
                     first_seen = least(f.first_seen, excluded.first_seen),
                     last_seen = greatest(f.last_seen, excluded.last_seen)
+              RETURNING cluster, node, gpu_key, kind, code_key, week, (xmax = 0) AS new_week
+            ), series AS (
+              SELECT a.cluster, a.node, a.gpu_key, a.kind, a.code_key, min(a.role) AS role, min(a.outcome) AS outcome,
+                     min(a.scope) AS scope, sum(a.n) AS n, count(*) FILTER (WHERE w.new_week) AS new_weeks,
+                     min(a.first_seen) AS first_seen, max(a.last_seen) AS last_seen
+              FROM agg a JOIN wk w USING (cluster, node, gpu_key, kind, code_key, week)
+              GROUP BY 1, 2, 3, 4, 5
+            ), up AS (
+              INSERT INTO attribution.fault_series AS s
+                (cluster, node, gpu_key, kind, code_key, role, outcome, scope, events, weeks, first_seen, last_seen)
+              SELECT cluster, node, gpu_key, kind, code_key, role, outcome, scope, n, new_weeks, first_seen, last_seen
+              FROM series ORDER BY cluster, node, gpu_key, kind, code_key
+              ON CONFLICT (cluster, node, gpu_key, kind, code_key) DO UPDATE
+                SET events = s.events + excluded.events,
+                    weeks = s.weeks + excluded.weeks,
+                    first_seen = least(s.first_seen, excluded.first_seen),
+                    last_seen = greatest(s.last_seen, excluded.last_seen)
               RETURNING 1
             )
             SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM up)""")).first()[0]
@@ -175,7 +205,8 @@ class JobSession:
             "SELECT e.kind, e.role, e.rule, e.source, e.location, e.line, e.message, e.node, e.gpu, e.code, e.rank, "
             "CASE WHEN e.time_exact THEN e.occurred_at END, e.outcome, e.action, e.severity, e.fields "
             "FROM attribution.job_events je JOIN attribution.events e "
-            "ON e.id = je.event_id AND e.occurred_at = je.event_time WHERE je.job_ref = :job"),
+            "ON e.id = je.event_id AND e.occurred_at = je.event_time WHERE je.job_ref = :job "
+            "ORDER BY e.occurred_at, e.id"),
             {"job": self.job.id}).all()
         return [event_from_row(r) for r in rows]
 
@@ -205,7 +236,8 @@ class JobSession:
         """Add the verdict unless it is the same as the current one. Returns (current verdict id, changed)."""
         digest = verdict_digest(document)
         cur = self.conn.execute(text(
-            "SELECT v.id, v.input_digest FROM attribution.jobs j JOIN attribution.verdicts v "
+            "SELECT v.id, v.input_digest, v.outcome, v.root_node, v.root_gpu, v.root_kind, v.root_code, "
+            "coalesce(v.root_time, j.end_time, j.start_time) FROM attribution.jobs j JOIN attribution.verdicts v "
             "ON v.id = j.current_verdict_id WHERE j.id = :job"), {"job": self.job.id}).first()
         if cur is not None and cur[1] == digest:
             return cur[0], False
@@ -225,6 +257,19 @@ class JobSession:
         self._save_roles(verdict, vid)
         self.conn.execute(text("UPDATE attribution.jobs SET current_verdict_id = :v, updated_at = now() "
                                "WHERE id = :job"), {"v": vid, "job": self.job.id})
+        old_key = _root_key(self.ctx.cluster, *cur[2:]) if cur is not None else None
+        new_key = None
+        if root is not None:
+            placed = root.time or self.ctx.end or self.job.start
+            new_key = _root_key(self.ctx.cluster, verdict.outcome, root.node, root.gpu, root.kind, root.code, placed)
+        if old_key != new_key:
+            changes = sorted([(k, d) for k, d in ((old_key, -1), (new_key, 1)) if k is not None])
+            for key, delta in changes:
+                self.conn.execute(text(
+                    "INSERT INTO attribution.failed_roots (cluster, node, gpu_key, kind, code_key, week, jobs) "
+                    "VALUES (:c, :n, :g, :k, :code, :w, :d) ON CONFLICT (cluster, node, gpu_key, kind, code_key, week) "
+                    "DO UPDATE SET jobs = attribution.failed_roots.jobs + excluded.jobs"),
+                    {"c": key[0], "n": key[1], "g": key[2], "k": key[3], "code": key[4], "w": key[5], "d": delta})
         return vid, True
 
     def _event_ids(self) -> dict[tuple, int]:
@@ -270,6 +315,14 @@ class JobSession:
                 "(SELECT unnest(CAST(:ids AS bigint[])) AS id, unnest(CAST(:roles AS text[])) AS role) r "
                 "WHERE je.job_ref = :job AND je.event_id = r.id"),
                 {"job": self.job.id, "ids": list(roles), "roles": list(roles.values())})
+
+
+def _root_key(cluster: str, outcome, node, gpu, kind, code, when) -> tuple | None:
+    """The failed_roots row a verdict counts in: failed jobs whose root cause is an infrastructure fault on a node."""
+    if outcome not in INFRASTRUCTURE_OUTCOMES or not node or not kind or when is None:
+        return None
+    day = when.astimezone(UTC).date()
+    return (cluster, node, gpu or "", kind, -1 if code is None else int(code), day - timedelta(days=day.weekday()))
 
 
 def verdict_digest(document: dict) -> str:

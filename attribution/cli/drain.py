@@ -1,0 +1,138 @@
+"""`attribution drain plan|apply|resume|log`: nodes with real hardware faults out of the scheduler, safely."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+from datetime import datetime, timedelta, timezone
+
+import click
+
+from . import main, ruleset_of, settings_of
+from .db import open_store
+
+UTC = timezone.utc
+
+
+def _policy(ctx):
+    from ..drain import PolicyError, load_policy
+    from ..errors import InputError
+
+    try:
+        return load_policy(ruleset_of(ctx))
+    except PolicyError as exc:
+        raise InputError("drain policy", "; ".join(exc.problems)) from None
+
+
+def _actor() -> str:
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
+
+
+@main.group()
+def drain() -> None:
+    """Decide which nodes to drain from the stored history (rules/drain-policy.yaml), and act on it."""
+
+
+@drain.command("plan")
+@click.option("--cluster", default=None, help="Only this cluster.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def drain_plan(ctx: click.Context, cluster: str | None, as_json: bool) -> None:
+    """The nodes the policy would drain now, with a reason fit for Slurm and the evidence."""
+    from ..store import drain as sd
+
+    policy = _policy(ctx)
+    with open_store(ctx) as engine:
+        sd.load_policy(engine, policy)
+        cands = sd.candidates(engine, cluster)
+    if as_json:
+        click.echo(json.dumps([{"cluster": c.cluster, "node": c.node, "reason": c.reason, "score": c.score,
+                                "evidence": c.evidence} for c in cands], indent=2, default=str))
+        return
+    if not cands:
+        click.echo("no node to drain")
+    for c in cands:
+        jobs = sorted({j["job_id"] for e in c.evidence for j in e.get("jobs", [])})
+        click.echo(f"{c.cluster}/{c.node:<16} score {c.score:>5.0f}  {c.reason}"
+                   + (f"  (jobs {', '.join(jobs[:5])}{' ...' if len(jobs) > 5 else ''})" if jobs else ""))
+
+
+@drain.command("apply")
+@click.option("--cluster", default=None, help="The Slurm cluster (default: config `cluster`, else scontrol's).")
+@click.option("--scontrol", default="/usr/bin/scontrol", show_default=True)
+@click.option("--dry-run", is_flag=True, help="Decide and print, but drain nothing and record nothing.")
+@click.pass_context
+def drain_apply(ctx: click.Context, cluster: str | None, scontrol: str, dry_run: bool) -> None:
+    """Drain the planned nodes through scontrol, within the policy's safety caps; every decision is audited."""
+    from ..drain import decide
+    from ..slurmctl import Scontrol, SlurmError
+    from ..store import drain as sd
+
+    policy = _policy(ctx)
+    sc = Scontrol(path=scontrol)
+    cluster = cluster or settings_of(ctx).cluster or sc.cluster_name()
+    if not cluster:
+        raise click.UsageError("no cluster name: pass --cluster or set `cluster` in the configuration")
+    with open_store(ctx) as engine:
+        sd.load_policy(engine, policy)
+        cands = sd.candidates(engine, cluster)
+        nodes = sc.nodes()
+        recent = sd.applied_since(engine, cluster, datetime.now(UTC) - timedelta(hours=1))
+        decisions = decide(cands, nodes, policy, recent)
+        rows = []
+        for d in decisions:
+            word, detail = d.decision, d.detail
+            if d.decision == "apply":
+                if dry_run:
+                    word, detail = "would apply", "dry run"
+                else:
+                    try:
+                        sc.drain(d.candidate.node, d.candidate.reason)
+                        word = "applied"
+                    except SlurmError as exc:
+                        word, detail = "failed", str(exc)
+            rows.append((d, word, detail))
+            click.echo(f"{word:<11} {cluster}/{d.candidate.node:<16} {d.candidate.reason}"
+                       + ("" if word == "applied" else f"  -- {detail}"))
+        if not dry_run:
+            sd.audit(engine, cluster, rows, policy.version, _actor())
+    if not decisions:
+        click.echo("no node to drain")
+
+
+@drain.command("resume")
+@click.argument("node")
+@click.option("--cluster", default=None)
+@click.option("--scontrol", default="/usr/bin/scontrol", show_default=True)
+@click.pass_context
+def drain_resume(ctx: click.Context, node: str, cluster: str | None, scontrol: str) -> None:
+    """Give a node back: resume it in Slurm and mark its earlier evidence as handled."""
+    from ..slurmctl import Scontrol
+    from ..store import drain as sd
+
+    sc = Scontrol(path=scontrol)
+    cluster = cluster or settings_of(ctx).cluster or sc.cluster_name()
+    if not cluster:
+        raise click.UsageError("no cluster name: pass --cluster or set `cluster` in the configuration")
+    sc.resume(node)
+    with open_store(ctx) as engine:
+        n = sd.record_resume(engine, cluster, node, _actor(), "resumed by attribution drain resume")
+    click.echo(f"{cluster}/{node}: resumed; {n} earlier event(s) marked handled")
+
+
+@drain.command("log")
+@click.option("--cluster", default=None)
+@click.option("--limit", default=50, show_default=True)
+@click.pass_context
+def drain_log(ctx: click.Context, cluster: str | None, limit: int) -> None:
+    """The audit of drain decisions, newest first."""
+    from ..store import drain as sd
+
+    with open_store(ctx) as engine:
+        for a in sd.actions(engine, cluster, limit):
+            click.echo(f"{a['at']:%Y-%m-%d %H:%M:%S}  {a['decision']:<8} {a['cluster']}/{a['node']:<16} "
+                       f"{a['reason'] or ''}  {a['detail'] or ''}")

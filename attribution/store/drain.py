@@ -1,0 +1,95 @@
+"""The store's side of drain decisions: loading the policy, reading candidates, the audit, node resumes."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from typing import Iterable
+
+from sqlalchemy import Engine, text
+
+from ..drain import Candidate, Decision, DrainPolicy
+
+UTC = timezone.utc
+
+
+def load_policy(engine: Engine, policy: DrainPolicy) -> None:
+    """Make `policy` the one the drain_candidates view evaluates (idempotent; keyed by the policy's version)."""
+    with engine.begin() as c:
+        c.execute(text("SELECT pg_advisory_xact_lock(hashtextextended('attribution.drain_policy', 0))"))
+        newest = c.execute(text("SELECT version FROM attribution.drain_policies ORDER BY loaded_at DESC, version "
+                                "LIMIT 1")).scalar()
+        if newest == policy.version:
+            return
+        c.execute(text(
+            "INSERT INTO attribution.drain_policies (version, reason_prefix, caps, document) "
+            "VALUES (:v, :p, CAST(:caps AS jsonb), CAST(:doc AS jsonb)) "
+            "ON CONFLICT (version) DO UPDATE SET loaded_at = now()"),
+            {"v": policy.version, "p": policy.reason_prefix, "caps": json.dumps(policy.caps),
+             "doc": json.dumps(dict(policy.document), default=str)})
+        c.execute(text("DELETE FROM attribution.drain_conditions WHERE policy_version = :v"), {"v": policy.version})
+        c.execute(text(
+            "INSERT INTO attribution.drain_conditions (policy_version, condition_id, kinds, per, distinct_by, "
+            "culprit_distinct, min_count, window_days, label, score) VALUES "
+            "(:v, :id, :kinds, :per, :distinct, :culprit, :min_count, :window_days, :label, :score)"),
+            [{"v": policy.version, "id": k.id, "kinds": list(k.kinds) or None, "per": k.per,
+              "distinct": k.distinct, "culprit": k.culprit_distinct, "min_count": k.min_count,
+              "window_days": k.window_days, "label": k.label, "score": k.score} for k in policy.conditions])
+
+
+def candidates(engine: Engine, cluster: str | None = None) -> list[Candidate]:
+    with engine.connect() as c:
+        rows = c.execute(text(
+            "SELECT cluster, node, reason, evidence, score FROM attribution.drain_candidates "
+            "WHERE CAST(:c AS text) IS NULL OR cluster = :c ORDER BY score DESC, cluster, node"), {"c": cluster}).all()
+    return [Candidate(r[0], r[1], r[2], r[3], float(r[4])) for r in rows]
+
+
+def applied_since(engine: Engine, cluster: str, since: datetime) -> int:
+    with engine.connect() as c:
+        return int(c.execute(text(
+            "SELECT count(*) FROM attribution.drain_actions WHERE cluster = :c AND decision = 'applied' "
+            "AND at >= :s"), {"c": cluster, "s": since}).scalar())
+
+
+def audit(engine: Engine, cluster: str, rows: Iterable[tuple[Decision, str, str]], policy_version: str | None,
+          actor: str | None) -> None:
+    """Record decisions: (decision, final word (applied/skipped/capped/failed), detail)."""
+    rows = list(rows)
+    if not rows:
+        return
+    with engine.begin() as c:
+        c.execute(text(
+            "INSERT INTO attribution.drain_actions (cluster, node, decision, reason, detail, evidence, "
+            "policy_version, actor) VALUES (:c, :n, :d, :r, :det, CAST(:ev AS jsonb), :pv, :a)"),
+            [{"c": cluster, "n": d.candidate.node, "d": word, "r": d.candidate.reason, "det": detail,
+              "ev": json.dumps(d.candidate.evidence, default=str), "pv": policy_version, "a": actor}
+             for d, word, detail in rows])
+
+
+def record_resume(engine: Engine, cluster: str, node: str, actor: str | None, detail: str,
+                  at: datetime | None = None) -> int:
+    """The node's evidence up to now stops counting. Returns how many events were marked handled."""
+    at = at or datetime.now(UTC)
+    with engine.begin() as c:
+        c.execute(text(
+            "INSERT INTO attribution.node_resumes (cluster, node, resumed_at) VALUES (:c, :n, :t) "
+            "ON CONFLICT (cluster, node) DO UPDATE SET resumed_at = excluded.resumed_at"),
+            {"c": cluster, "n": node, "t": at})
+        n = c.execute(text(
+            "UPDATE attribution.events SET handled_at = :t WHERE cluster = :c AND node = :n AND handled_at IS NULL "
+            "AND occurred_at <= :t AND occurred_at >= :lo"),
+            {"c": cluster, "n": node, "t": at, "lo": at - timedelta(days=366)}).rowcount
+        c.execute(text(
+            "INSERT INTO attribution.drain_actions (cluster, node, decision, detail, actor) "
+            "VALUES (:c, :n, 'resumed', :d, :a)"), {"c": cluster, "n": node, "d": detail, "a": actor})
+    return int(n or 0)
+
+
+def actions(engine: Engine, cluster: str | None = None, limit: int = 50) -> list[dict]:
+    with engine.connect() as c:
+        rows = c.execute(text(
+            "SELECT at, cluster, node, decision, reason, detail FROM attribution.drain_actions "
+            "WHERE CAST(:c AS text) IS NULL OR cluster = :c ORDER BY id DESC LIMIT :n"),
+            {"c": cluster, "n": limit}).mappings().all()
+    return [dict(r) for r in rows]
