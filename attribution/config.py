@@ -56,17 +56,202 @@ class EpilogSettings:
     job_output: bool = True  # the controller hook reads the job's stdout/stderr
 
 
+# -- connectors: where a job's context and evidence live when it is not an incident bundle ---------------------
+
+
+@dataclass(frozen=True)
+class HttpAuthSettings:
+    """How to reach an HTTP API (Loki, Prometheus): credentials only ever come from owner-only files."""
+
+    url: str | None = None  # unset: the connector is off
+    tenant: str | None = None  # X-Scope-OrgID (multi-tenant Loki / Mimir); several tenants joined with '|'
+    username: str | None = None  # basic auth user; the password comes from password_file
+    password_file: str | None = None
+    token_file: str | None = None  # bearer token
+    ca_file: str | None = None  # CA bundle for https
+    timeout: float = 10.0  # seconds for one HTTP request (connect, send, and the whole answer)
+    budget: float = 60.0  # seconds for all of this connector's requests for one job
+
+
+@dataclass(frozen=True)
+class LokiSettings(HttpAuthSettings):
+    limit: int = 5000  # entries per query_range page (Loki's default max_entries_limit_per_query)
+    direction: str = "forward"  # forward | backward: the order pages are fetched in
+    max_entries: int = 2_000_000  # per stream selector, to keep memory bounded
+    node_label: str = "host"  # the stream label that holds the node name
+    source_label: str = "source"  # the stream label that names the log source (kernel, fabricmanager, job)
+    job_label: str = "job_id"  # the stream label that holds the scheduler's job id on job-output streams
+    sources: tuple[str, ...] = ("kernel", "fabricmanager", "job")
+    #: Per source, a whole LogQL query replacing the default selector; $node, $job_id and $cluster are replaced
+    #: by LogQL-quoted values, e.g. {kernel: '{host="$node", unit="kernel"} |= "NVRM"'}.
+    selectors: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PrometheusSettings(HttpAuthSettings):
+    step: float = 15.0  # query_range resolution in seconds (raised when the window needs it)
+    #: Label names of the metric rules' label roles, overriding rules/metrics.yaml: node, gpu (PCI bus id),
+    #: gpu_index, uuid. E.g. {node: instance_hostname}.
+    labels: dict = field(default_factory=dict)
+    matchers: str | None = None  # extra label matchers for every query, e.g. 'job="dcgm-exporter"'
+
+
+@dataclass(frozen=True)
+class KubernetesSettings:
+    kubectl: str = "kubectl"
+    kubeconfig: str | None = None
+    context: str | None = None
+    timeout: float = 30.0  # seconds for one kubectl call
+    budget: float = 120.0  # seconds for all kubectl calls of one workload
+    previous: bool = True  # also read the previous instance of restarted containers (kubectl logs --previous)
+    pod_logs: bool = True
+    #: The pods of a Workload, by the kind of the Workload's owner; $name is the owner's name.
+    pod_selectors: dict = field(default_factory=lambda: {
+        "Job": "batch.kubernetes.io/job-name=$name",
+        "JobSet": "jobset.sigs.k8s.io/jobset-name=$name",
+        "PyTorchJob": "training.kubeflow.org/job-name=$name",
+        "MPIJob": "training.kubeflow.org/job-name=$name",
+        "RayJob": "ray.io/cluster=$name",
+        "Pod": "kueue.x-k8s.io/pod-group-name=$name",
+    })
+
+
+@dataclass(frozen=True)
+class SlurmCommandSettings:
+    sacct: str = "sacct"
+    scontrol: str = "scontrol"
+    timeout: float = 30.0  # seconds for one sacct / scontrol call
+    job_output: bool = True  # read the job's stdout/stderr files when they are readable from here
+
+
+@dataclass(frozen=True)
+class FileSourceSettings:
+    """Local (or shared-filesystem) log files: a path or glob per node; $node, $job_id and $cluster replaced."""
+
+    path: str
+    source: str = "node"  # kernel | fabricmanager | node | job
+
+
+@dataclass(frozen=True)
+class ConnectorSettings:
+    loki: LokiSettings = field(default_factory=LokiSettings)
+    prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
+    kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
+    slurm: SlurmCommandSettings = field(default_factory=SlurmCommandSettings)
+    files: tuple[FileSourceSettings, ...] = ()
+
+
+FILE_SOURCES = ("kernel", "fabricmanager", "node", "job")
+
+
+def parse_connectors(data: Any, origin: str) -> ConnectorSettings:
+    """The `connectors:` section of the configuration file."""
+    if data is None:
+        return ConnectorSettings()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{origin}: 'connectors' must be a mapping")
+    unknown = sorted(set(data) - {"loki", "prometheus", "kubernetes", "slurm", "files"})
+    if unknown:
+        raise ConfigError(f"{origin}: unknown setting(s) in 'connectors': {', '.join(unknown)}")
+    loki = dict(_section(data, "loki", origin))
+    if "sources" in loki:
+        loki["sources"] = _str_list(loki["sources"], origin, "connectors.loki.sources")
+        bad = sorted(set(loki["sources"]) - set(FILE_SOURCES))
+        if bad:
+            raise ConfigError(f"{origin}: connectors.loki.sources: unknown source(s) {', '.join(bad)} "
+                              f"(known: {', '.join(FILE_SOURCES)})")
+    for name in ("selectors",):
+        if name in loki and not isinstance(loki[name], dict):
+            raise ConfigError(f"{origin}: connectors.loki.{name} must be a mapping")
+    built_loki = _build(LokiSettings, loki, origin, "connectors.loki")
+    if built_loki.direction not in ("forward", "backward"):
+        raise ConfigError(f"{origin}: connectors.loki.direction must be forward or backward")
+    for name in ("limit", "max_entries"):
+        v = getattr(built_loki, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ConfigError(f"{origin}: connectors.loki.{name} must be a positive whole number")
+    prom = dict(_section(data, "prometheus", origin))
+    if "labels" in prom and not isinstance(prom["labels"], dict):
+        raise ConfigError(f"{origin}: connectors.prometheus.labels must be a mapping")
+    built_prom = _build(PrometheusSettings, prom, origin, "connectors.prometheus")
+    if not isinstance(built_prom.step, (int, float)) or built_prom.step <= 0:
+        raise ConfigError(f"{origin}: connectors.prometheus.step must be a positive number of seconds")
+    kube = dict(_section(data, "kubernetes", origin))
+    if "pod_selectors" in kube:
+        if not isinstance(kube["pod_selectors"], dict):
+            raise ConfigError(f"{origin}: connectors.kubernetes.pod_selectors must be a mapping")
+        kube["pod_selectors"] = {**KubernetesSettings().pod_selectors, **kube["pod_selectors"]}
+    built_kube = _build(KubernetesSettings, kube, origin, "connectors.kubernetes")
+    built_slurm = _build(SlurmCommandSettings, _section(data, "slurm", origin), origin, "connectors.slurm")
+    files_raw = data.get("files") or []
+    if not isinstance(files_raw, list):
+        raise ConfigError(f"{origin}: connectors.files must be a list of {{path, source}}")
+    files = []
+    for i, item in enumerate(files_raw):
+        if isinstance(item, str):
+            item = {"path": item}
+        if not isinstance(item, dict):
+            raise ConfigError(f"{origin}: connectors.files[{i}] must be a path or a mapping")
+        fs = _build(FileSourceSettings, item, origin, f"connectors.files[{i}]")
+        if fs.source not in FILE_SOURCES:
+            raise ConfigError(f"{origin}: connectors.files[{i}].source must be one of {', '.join(FILE_SOURCES)}")
+        files.append(fs)
+    for section, s in (("loki", built_loki), ("prometheus", built_prom), ("kubernetes", built_kube),
+                       ("slurm", built_slurm)):
+        for name in ("timeout", "budget"):
+            v = getattr(s, name, None)
+            if v is not None and (not isinstance(v, (int, float)) or v <= 0):
+                raise ConfigError(f"{origin}: connectors.{section}.{name} must be a positive number of seconds")
+    return ConnectorSettings(loki=built_loki, prometheus=built_prom, kubernetes=built_kube, slurm=built_slurm,
+                             files=tuple(files))
+
+
+def _str_list(value: Any, origin: str, name: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{origin}: {name} must be a list of names")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """The Attribution Service (`attribution serve`): where it listens, who may call it, how much it accepts."""
+
+    listen: str = "127.0.0.1:8080"  # host:port
+    tokens_file: str | None = None  # bearer tokens and their scopes; must not be readable by group or others
+    max_body_bytes: int = 16 * 1024 * 1024  # a JSON request (one observation batch, one context)
+    max_upload_bytes: int = 64 * 1024 * 1024  # an incident bundle posted to /v1/diagnose (tar.gz, as sent)
+    max_bundle_bytes: int = 512 * 1024 * 1024  # that bundle unpacked
+    max_bundle_files: int = 10000  # members of that bundle
+    max_events: int = 200000  # events in one observation batch
+    body_timeout_seconds: float = 60.0  # to receive a whole request body
+    request_timeout_seconds: float = 30.0  # to wait for a database connection and to ingest one batch
+    db_pool_size: int = 8  # database connections per worker process (also its concurrent ingests)
+    diagnose_concurrency: int = 2  # bundles diagnosed at once per worker process
+    workers: int = 1  # worker processes
+    client_timeout_seconds: float = 10.0  # hooks: the longest one report to the service may take
+
+    def host_port(self) -> tuple[str, int]:
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"service.listen: expected host:port, got {self.listen!r}")
+        return host.strip("[]") or "127.0.0.1", int(port)
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path = field(default_factory=default_home)
     database: DatabaseSettings = field(default_factory=DatabaseSettings)
     epilog: EpilogSettings = field(default_factory=EpilogSettings)
+    service: ServiceSettings = field(default_factory=ServiceSettings)
     spool_dir: Path | None = None
     rules_dir: Path | None = None
     cluster: str | None = None
     service_url: str | None = None
     service_token_file: str | None = None
     source: str | None = None  # the file these settings came from
+    connectors: ConnectorSettings = field(default_factory=ConnectorSettings)
 
     @property
     def spool(self) -> Path:
@@ -100,7 +285,8 @@ def parse_settings(data: Any, origin: str) -> Settings:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: expected a mapping")
-    top = {"home", "database", "epilog", "spool_dir", "rules_dir", "cluster", "service_url", "service_token_file"}
+    top = {"home", "database", "epilog", "service", "spool_dir", "rules_dir", "cluster", "service_url",
+           "service_token_file", "connectors"}
     unknown = sorted(set(data) - top)
     if unknown:
         raise ConfigError(f"{origin}: unknown setting(s): {', '.join(unknown)}")
@@ -108,13 +294,38 @@ def parse_settings(data: Any, origin: str) -> Settings:
     if data.get("home"):
         s = replace(s, home=Path(data["home"]))
     s = replace(s, database=_build(DatabaseSettings, _section(data, "database", origin), origin, "database"),
-                epilog=_build(EpilogSettings, _section(data, "epilog", origin), origin, "epilog"))
+                epilog=_build(EpilogSettings, _section(data, "epilog", origin), origin, "epilog"),
+                service=_check_service(_build(ServiceSettings, _section(data, "service", origin), origin,
+                                              "service"), origin))
     for key in ("spool_dir", "rules_dir"):
         if data.get(key):
             s = replace(s, **{key: Path(data[key])})
     for key in ("cluster", "service_url", "service_token_file"):
         if data.get(key) is not None:
             s = replace(s, **{key: str(data[key])})
+    if "connectors" in data:
+        s = replace(s, connectors=parse_connectors(data["connectors"], origin))
+    return s
+
+
+def _check_service(s: ServiceSettings, origin: str) -> ServiceSettings:
+    if not isinstance(s.listen, str):
+        raise ConfigError(f"{origin}: service.listen: expected host:port")
+    for name in ("max_body_bytes", "max_upload_bytes", "max_bundle_bytes", "max_bundle_files", "max_events",
+                 "db_pool_size", "diagnose_concurrency", "workers"):
+        v = getattr(s, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"{origin}: service.{name}: expected a positive whole number, got {v!r}")
+    for name in ("body_timeout_seconds", "request_timeout_seconds", "client_timeout_seconds"):
+        v = getattr(s, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            raise ConfigError(f"{origin}: service.{name}: expected a positive number of seconds, got {v!r}")
+    if s.tokens_file is not None and not isinstance(s.tokens_file, str):
+        raise ConfigError(f"{origin}: service.tokens_file: expected a path")
+    try:
+        s.host_port()
+    except ConfigError as exc:
+        raise ConfigError(f"{origin}: {exc}") from None
     return s
 
 

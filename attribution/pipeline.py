@@ -14,7 +14,7 @@ from .errors import InputError
 from .extract import extract
 from .model import Coverage, Event, ExecutionContext, Observation, Verdict
 from .rulepack import RuleSet
-from .scope import load_context, scheduler_observations
+from .scope import check_storable, load_context, scheduler_observations
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,7 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
 
     from .correlate import in_window, job_window
 
+    check_storable(ctx, {e.node for e in events})
     lo, hi = job_window(ctx, ruleset.graph)
     inside = [e for e in events if in_window(e, lo, hi)]
     outside = [e for e in events if not in_window(e, lo, hi)]
@@ -84,3 +85,105 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
 def ingest_bundle(ruleset: RuleSet, engine, bundle: Path):
     d = diagnose_bundle(ruleset, bundle)
     return ingest(ruleset, engine, d.context, list(d.events), list(d.coverage), source="bundle")
+
+
+# -- live jobs: the context from a scheduler, the evidence from the configured connectors ---------------------------
+
+
+def diagnose_collected(ruleset: RuleSet, ctx: ExecutionContext, observations: list[Observation],
+                       coverage: list[Coverage], series=(), metric_labels=None,
+                       max_symptoms: int | None = None) -> Diagnosis:
+    """Like diagnose_observations, plus the events the metric rules find in metric series."""
+    from .metricrules import evaluate, metric_rules
+
+    obs = list(observations) + scheduler_observations(ctx)
+    events = extract(ruleset, ctx, obs)
+    if series:
+        events += evaluate(ruleset, ctx, metric_rules(ruleset, metric_labels), series)
+        events.sort(key=Event.sort_key)
+    verdict = correlate(ruleset, ctx, events, coverage, max_symptoms=max_symptoms)
+    return Diagnosis(ctx, tuple(events), tuple(coverage), verdict)
+
+
+def diagnose_live(ruleset: RuleSet, connectors, ctx: ExecutionContext, observations=(), coverage=(),
+                  workload=None, max_symptoms: int | None = None) -> Diagnosis:
+    """Collect a job's evidence with the configured connectors (files, Loki, Prometheus, pod logs) and diagnose."""
+    from datetime import timedelta
+
+    from .collect.connectors import collect_configured, query_window
+    from .metricrules import metric_rules
+
+    labels = connectors.prometheus.labels
+    window = query_window(ctx, timedelta(seconds=ruleset.graph.before_start_seconds),
+                          timedelta(seconds=ruleset.graph.after_end_seconds))
+    got = collect_configured(connectors, ctx, ruleset.prefilter, metric_rules(ruleset, labels), window, workload)
+    return diagnose_collected(ruleset, ctx, list(observations) + got.observations, list(coverage) + got.coverage,
+                              got.series, labels, max_symptoms)
+
+
+def diagnose_sacct_job(ruleset: RuleSet, connectors, job, cluster: str | None = None, job_output=(),
+                       max_symptoms: int | None = None) -> Diagnosis:
+    """One job sacct listed: its stdout/stderr when readable from here, plus the configured connectors."""
+    from .collect.joboutput import read_job_output
+    from .sacct import context_of
+    from .schedulers import job_output_paths
+
+    ctx = context_of(job, cluster)
+    paths = [Path(p) for p in job_output]
+    if not paths and connectors.slurm.job_output:
+        paths = job_output_paths(connectors, job)
+    obs: list[Observation] = []
+    cov: list[Coverage] = []
+    for p in paths:
+        o, c = read_job_output(p, str(p), ctx, ruleset.prefilter("job"))
+        obs += o
+        cov.append(c)
+    return diagnose_live(ruleset, connectors, ctx, obs, cov, max_symptoms=max_symptoms)
+
+
+def diagnose_slurm_job(ruleset: RuleSet, connectors, job_id: str, cluster: str | None = None, job_output=(),
+                       max_symptoms: int | None = None) -> Diagnosis:
+    """`attribution diagnose --slurm-job ID`: the context from sacct, the evidence from the connectors."""
+    from .schedulers import sacct_job
+
+    job = sacct_job(connectors, job_id)
+    if not job.ended:
+        raise InputError(f"job {job_id}", f"still {job.state}: diagnose it once it has ended")
+    return diagnose_sacct_job(ruleset, connectors, job, cluster, job_output, max_symptoms)
+
+
+def diagnose_kueue_workload(ruleset: RuleSet, connectors, ref: str, cluster: str, pod_selector: str | None = None,
+                            max_symptoms: int | None = None) -> Diagnosis:
+    """`attribution diagnose --kueue-workload NS/NAME`: placement and window from the Workload and its pods, the
+    evidence from the pods' logs and the connectors."""
+    from .kueue import parse_workload_ref
+    from .schedulers import kueue_workload
+
+    ns, name = parse_workload_ref(ref)
+    workload, _ = kueue_workload(connectors, ns, name, cluster, pod_selector)
+    return diagnose_live(ruleset, connectors, workload.context, workload=workload, max_symptoms=max_symptoms)
+
+
+def failed_slurm_jobs(connectors, since, until) -> list:
+    """Every job that ended in [since, until) in a state other than COMPLETED, oldest end first."""
+    from .schedulers import sacct_jobs
+
+    from .timeparse import TimeError, parse_iso
+
+    out = []
+    for j in sacct_jobs(connectors, since=since, until=until):
+        if not j.failed:
+            continue
+        try:
+            end = parse_iso(j.get("End") or "")
+        except TimeError:
+            continue
+        if since <= end < until:
+            out.append((end, j))
+    return [j for _, j in sorted(out, key=lambda x: (x[0], x[1].job_id))]
+
+
+def diagnose_static(ruleset: RuleSet, connectors, context_file: Path, max_symptoms: int | None = None) -> Diagnosis:
+    """`attribution diagnose --context FILE`: a context written by hand (context.yaml, spec/bundle.md), the
+    evidence from the configured connectors."""
+    return diagnose_live(ruleset, connectors, load_context(Path(context_file)), max_symptoms=max_symptoms)

@@ -527,6 +527,26 @@ def _build(root: Path, version: str, docs: dict, problems: list[str]) -> RuleSet
             MappingProxyType({k.upper(): _decision(v) for k, v in data["states"].items()}),
             _decision(data["failed"]))
 
+    # metric rules (interpreted by attribution.metricrules): their kinds, catalogs and ids
+    for shown, data, tree in docs.get("metric_rules", []):
+        for i, r in enumerate(data["rules"]):
+            path = ["rules", i]
+            rid = r["id"]
+            if rid in seen_ids:
+                problems.append(f"{shown}:{_line(tree, path)}: rule id {rid!r} already used at {seen_ids[rid]}")
+            seen_ids.setdefault(rid, f"{shown}:{_line(tree, path)}")
+            if "kind" in r:
+                need_kind(r["kind"], shown, tree, path + ["kind"])
+            if "catalog" in r and r["catalog"] not in catalogs:
+                problems.append(f"{shown}:{_line(tree, path + ['catalog'])}: unknown catalog {r['catalog']!r}")
+            if "min_increase" in r and r["trigger"] != "increase":
+                problems.append(f"{shown}:{_line(tree, path + ['min_increase'])}: min_increase needs trigger "
+                                f"'increase'")
+            for j, ex in enumerate(r["examples"]):
+                for k, exp in enumerate(ex["expect"]):
+                    if "kind" in exp:
+                        need_kind(exp["kind"], shown, tree, path + ["examples", j, "expect", k, "kind"])
+
     if problems:
         return None
 

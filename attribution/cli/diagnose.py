@@ -8,20 +8,61 @@ from pathlib import Path
 
 import click
 
-from . import EXIT_PROBLEMS, main, ruleset_of
+from . import EXIT_PROBLEMS, main, ruleset_of, settings_of
+from .connector_options import apply_connector_options, connector_options
 
 
 @main.command()
-@click.argument("bundle", type=click.Path(path_type=Path))
+@click.argument("bundle", type=click.Path(path_type=Path), required=False)
+@click.option("--slurm-job", "slurm_job", default=None, metavar="ID",
+              help="Diagnose an ended Slurm job: its context from sacct, its stdout/stderr when readable from here, "
+                   "and the configured connectors.")
+@click.option("--kueue-workload", "kueue_workload", default=None, metavar="NS/NAME",
+              help="Diagnose a Kueue Workload: placement and window from the Workload and its pods, the pods' logs "
+                   "(kubectl logs) and the configured connectors.")
+@click.option("--context", "context_file", default=None, type=click.Path(path_type=Path),
+              help="Diagnose the job a context.yaml describes (spec/bundle.md), its evidence from the configured "
+                   "connectors.")
+@click.option("--pod-selector", default=None, metavar="SELECTOR",
+              help="Label selector of the workload's pods (default: from the kind of the Workload's owner).")
+@click.option("--job-output", "job_output", multiple=True, type=click.Path(path_type=Path),
+              help="With --slurm-job: the job's stdout/stderr file (repeatable; default: scontrol's paths, or "
+                   "slurm-%j.out in the job's working directory).")
+@connector_options
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict JSON (spec/verdict.md).")
 @click.option("--max-symptoms", type=int, default=None, help="List at most this many symptoms (all by default).")
+@click.option("--html", "html_out", type=click.Path(path_type=Path), default=None,
+              help="Also write the job timeline as one self-contained HTML page.")
 @click.pass_context
-def diagnose(ctx: click.Context, bundle: Path, as_json: bool, max_symptoms: int | None) -> None:
-    """Diagnose one incident bundle offline (no database). Exit 0 whatever the outcome."""
-    from ..pipeline import diagnose_bundle
+def diagnose(ctx: click.Context, bundle: Path | None, slurm_job: str | None, kueue_workload: str | None,
+             context_file: Path | None, pod_selector: str | None, job_output: tuple[Path, ...], as_json: bool,
+             max_symptoms: int | None, html_out: Path | None, **connector_flags) -> None:
+    """Diagnose one job (no database): an incident BUNDLE offline, or a live --slurm-job / --kueue-workload /
+    --context with the configured connectors. Exit 0 whatever the outcome."""
+    from ..pipeline import diagnose_bundle, diagnose_kueue_workload, diagnose_slurm_job, diagnose_static
     from ..render import render_text, verdict_to_dict
 
-    d = diagnose_bundle(ruleset_of(ctx), bundle)
+    if sum(x is not None for x in (bundle, slurm_job, kueue_workload, context_file)) != 1:
+        raise click.UsageError("give exactly one of BUNDLE, --slurm-job ID, --kueue-workload NS/NAME or "
+                               "--context FILE")
+    if bundle is not None:
+        if any(v for v in connector_flags.values()) or job_output or pod_selector:
+            raise click.UsageError("a BUNDLE carries its own evidence: connector flags go with --slurm-job, "
+                                   "--kueue-workload or --context")
+        d = diagnose_bundle(ruleset_of(ctx), bundle)
+    else:
+        settings = apply_connector_options(settings_of(ctx), **connector_flags)
+        if context_file is not None:
+            d = diagnose_static(ruleset_of(ctx), settings.connectors, context_file)
+        elif slurm_job is not None:
+            d = diagnose_slurm_job(ruleset_of(ctx), settings.connectors, slurm_job, settings.cluster, job_output)
+        else:
+            d = diagnose_kueue_workload(ruleset_of(ctx), settings.connectors, kueue_workload,
+                                        settings.cluster or "default", pod_selector)
+    if html_out is not None:
+        from ..timeline import write_timeline
+
+        write_timeline(d, html_out)
     if as_json:
         click.echo(json.dumps(verdict_to_dict(d.verdict, symptom_limit=max_symptoms), indent=2))
     else:
@@ -40,6 +81,12 @@ def rules_check(directory: Path | None) -> None:
     from ..rulecheck import check_pack
 
     problems, summary = check_pack(directory)
+    if not problems:  # the metric rules' examples (rules/metrics.yaml) run through their own engine
+        from ..metricrules import check_examples
+        from ..rulecheck import example_context
+        from ..rulepack import load_rules
+
+        problems = check_examples(load_rules(directory), example_context())
     for p in problems:
         click.echo(p)
     if problems:

@@ -1,0 +1,89 @@
+"""`attribution backfill`: diagnose and store every failed Slurm job of a time range (from sacct).
+
+Resumable: jobs the store already has a verdict for are skipped (the jobs table is the cursor), and jobs are done
+oldest end first, so an interrupted run picks up where it stopped.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from datetime import datetime, timezone
+
+import click
+
+from . import main, ruleset_of, settings_of
+from .connector_options import apply_connector_options, connector_options
+
+UTC = timezone.utc
+
+
+def _when(value: str | None, flag: str) -> datetime | None:
+    from ..timeparse import TimeError, parse_iso
+
+    if value is None:
+        return None
+    try:
+        return parse_iso(value)
+    except TimeError:
+        raise click.BadParameter(f"{value!r} is not a date or ISO 8601 time (UTC unless it says otherwise)",
+                                 param_hint=flag) from None
+
+
+@main.command()
+@click.option("--since", required=True, metavar="DATE", help="Jobs that ended at or after this time (UTC date or ISO "
+                                                             "8601 time).")
+@click.option("--until", default=None, metavar="DATE", help="... and before this time (default: now).")
+@click.option("--redo", is_flag=True, help="Diagnose jobs again even when the store already has them.")
+@connector_options
+@click.pass_context
+def backfill(ctx: click.Context, since: str, until: str | None, redo: bool, **connector_flags) -> None:
+    """Diagnose and store every failed Slurm job that ended in a time range (sacct), with a progress bar.
+    Resumable: a re-run skips the jobs already stored."""
+    from ..errors import InputError
+    from ..pipeline import diagnose_sacct_job, failed_slurm_jobs, ingest
+    from ..sacct import context_of
+    from ..store.jobkeys import is_stored, stored_job_starts
+    from .db import open_store
+
+    since_t = _when(since, "--since")
+    until_t = _when(until, "--until") or datetime.now(UTC)
+    if until_t <= since_t:
+        raise click.BadParameter("must be after --since", param_hint="--until")
+    settings = apply_connector_options(settings_of(ctx), **connector_flags)
+    rs = ruleset_of(ctx)
+    jobs = failed_slurm_jobs(settings.connectors, since_t, until_t)
+    contexts = []
+    never_ran = 0
+    for job in jobs:
+        try:
+            contexts.append((job, context_of(job, settings.cluster)))
+        except InputError:
+            never_ran += 1  # cancelled or failed before it had nodes: nothing to attribute
+    outcomes: Counter[str] = Counter()
+    failures: list[str] = []
+    with open_store(ctx, settings=settings) as engine:
+        stored: dict[str, dict] = {}
+        for cluster in sorted({c.cluster for _, c in contexts}):
+            stored[cluster] = stored_job_starts(engine, cluster, [c.job_id for _, c in contexts if c.cluster == cluster])
+        todo = [(j, c) for j, c in contexts if redo or not is_stored(stored[c.cluster], c.job_id, c.start)]
+        skipped = len(contexts) - len(todo)
+        click.echo(f"{len(jobs)} failed job(s) ended between {since_t:%Y-%m-%dT%H:%M:%SZ} and "
+                   f"{until_t:%Y-%m-%dT%H:%M:%SZ}: {skipped} already stored, {never_ran} never ran, "
+                   f"{len(todo)} to diagnose", err=True)
+        with click.progressbar(todo, label="backfill", file=sys.stderr,
+                               item_show_func=lambda x: x[0].display_id if x else None) as bar:
+            for job, c in bar:
+                try:
+                    d = diagnose_sacct_job(rs, settings.connectors, job, c.cluster)
+                except InputError as exc:
+                    failures.append(f"job {job.display_id}: {exc}")
+                    continue
+                _, verdict = ingest(rs, engine, d.context, list(d.events), list(d.coverage), source="sacct")
+                outcomes[verdict.outcome] += 1
+    for f in failures:
+        click.echo(f"attribution: {f}", err=True)
+    done = sum(outcomes.values())
+    summary = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items(), key=lambda kv: (-kv[1], kv[0])))
+    click.echo(f"stored {done} verdict(s)" + (f": {summary}" if summary else "") + f"; skipped {skipped} already "
+               f"stored" + (f"; {len(failures)} failed" if failures else ""))

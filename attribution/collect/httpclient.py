@@ -1,0 +1,168 @@
+"""HTTP requests to log and metric servers (Loki, Prometheus) that always end within a deadline.
+
+A server that is down answers at once (connection refused); one that is slow, or accepts the connection and never
+answers, is cut off when the request's own timeout or the caller's deadline passes, whichever comes first: every
+socket operation has a timeout and a watchdog shuts the socket down at the deadline, so even a server that
+trickles one byte at a time cannot hold a request longer. Every failure becomes an `HttpError` with a reason a
+coverage record can carry; `transport` tells a server that could not be reached from one that answered badly.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import socket
+import ssl
+import threading
+import time
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+from urllib.parse import urlencode, urlsplit
+
+from ..config import HttpAuthSettings, read_secret
+from ..errors import ConfigError
+
+MAX_BODY = 512 << 20  # an answer larger than this is refused (bounded memory)
+CHUNK = 1 << 16
+
+
+class HttpError(Exception):
+    """A request that gave no usable answer. `transport`: the server could not be reached or did not answer."""
+
+    def __init__(self, reason: str, transport: bool = False, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.transport = transport
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a server is and how to talk to it; built once from the settings (credentials read here)."""
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    timeout: float = 10.0
+    ca_file: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "headers", MappingProxyType(dict(self.headers)))
+
+    def describe(self) -> str:
+        parts = urlsplit(self.url)
+        return f"{parts.scheme}://{parts.hostname}{':' + str(parts.port) if parts.port else ''}"
+
+
+def endpoint_from(settings: HttpAuthSettings, name: str) -> Endpoint:
+    """An Endpoint for configured settings. Raises ConfigError for a bad URL or an unusable credentials file."""
+    url = (settings.url or "").strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"connectors.{name}.url: expected http(s)://host[:port][/path], got {url!r}")
+    headers = {"Accept": "application/json", "User-Agent": "attribution"}
+    if settings.tenant:
+        headers["X-Scope-OrgID"] = settings.tenant
+    if settings.token_file:
+        headers["Authorization"] = f"Bearer {read_secret(settings.token_file)}"
+    elif settings.username:
+        password = read_secret(settings.password_file) if settings.password_file else ""
+        raw = f"{settings.username}:{password}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(raw).decode("ascii")
+    elif settings.password_file:
+        raise ConfigError(f"connectors.{name}: password_file needs a username")
+    return Endpoint(url=url.rstrip("/"), headers=headers, timeout=float(settings.timeout), ca_file=settings.ca_file)
+
+
+def post_form(endpoint: Endpoint, path: str, params: Mapping[str, str], deadline: float) -> bytes:
+    """POST `params` form-encoded to `endpoint.url + path` and return the body of a 200 answer.
+
+    Ends by `deadline` (a time.monotonic() value) or after `endpoint.timeout`, whichever is first."""
+    now = time.monotonic()
+    budget = min(endpoint.timeout, deadline - now)
+    if budget <= 0:
+        raise HttpError("time budget exhausted before the request", transport=True)
+    stop = now + budget
+    parts = urlsplit(endpoint.url)
+    host = parts.hostname or ""
+    try:
+        if parts.scheme == "https":
+            context = ssl.create_default_context(cafile=endpoint.ca_file)
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(host, parts.port, timeout=budget,
+                                                                          context=context)
+        else:
+            conn = http.client.HTTPConnection(host, parts.port, timeout=budget)
+    except (OSError, ssl.SSLError) as exc:
+        raise HttpError(f"cannot set up a connection: {exc}", transport=True) from None
+    body = urlencode(params).encode("ascii")
+    headers = dict(endpoint.headers)
+    headers["Content-Type"] = "application/x-www-form-urlencoded"
+    watchdog = threading.Timer(budget, _cut, args=(conn,))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        try:
+            conn.request("POST", (parts.path or "") + path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = _read_body(conn, resp, stop)
+        except (TimeoutError, socket.timeout):
+            raise HttpError(f"no answer within {budget:.1f} s", transport=True) from None
+        except ConnectionRefusedError:
+            raise HttpError("connection refused", transport=True) from None
+        except ssl.SSLError as exc:
+            raise HttpError(f"TLS: {exc.reason or exc}", transport=True) from None
+        except (http.client.HTTPException, OSError) as exc:
+            if time.monotonic() >= stop - 0.01:
+                raise HttpError(f"no complete answer within {budget:.1f} s", transport=True) from None
+            raise HttpError(f"{type(exc).__name__}: {exc}", transport=True) from None
+    finally:
+        watchdog.cancel()
+        conn.close()
+    if resp.status != 200:
+        raise HttpError(f"HTTP {resp.status}: {_error_text(data)}", status=resp.status)
+    return data
+
+
+def _cut(conn: http.client.HTTPConnection) -> None:
+    """The watchdog: shutting the socket down wakes a thread blocked in recv() on it."""
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _read_body(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, stop: float) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = stop - time.monotonic()
+        if left <= 0:
+            raise TimeoutError()
+        if conn.sock is not None:
+            conn.sock.settimeout(left)
+        chunk = resp.read(CHUNK)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise HttpError(f"answer larger than {MAX_BODY >> 20} MiB")
+        chunks.append(chunk)
+
+
+def _error_text(data: bytes) -> str:
+    """The server's own words: Prometheus' JSON `error`, or Loki's plain-text body, first line."""
+    text = data.decode("utf-8", errors="replace").strip()
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and doc.get("error"):
+        text = f"{doc.get('errorType', 'error')}: {doc['error']}"
+    first = text.splitlines()[0] if text else "(empty body)"
+    return first[:300]
+
+
+__all__ = ["Endpoint", "HttpError", "endpoint_from", "post_form"]

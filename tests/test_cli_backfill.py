@@ -1,0 +1,179 @@
+"""`attribution diagnose --slurm-job` and `attribution backfill` on a real Slurm 22.05 cluster with slurmdbd and
+MariaDB (tests/harness/slurm.py, with_accounting=True), the store on the test PostgreSQL.
+
+The jobs: a 2-node job whose ranks time out after the GPU of node2 fell off the bus (the node's kernel log is a file
+the `files` connector reads), a completed job, a 2-task array job with an application error, a cancelled job, and
+one still running while a test asks about it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import text
+
+from attribution.cli import main
+from attribution.config import ConnectorSettings
+from attribution.schedulers import sacct_jobs
+
+from .harness.slurm import SlurmCluster
+
+pytestmark = pytest.mark.slurm
+UTC = timezone.utc
+
+WATCHDOG = ("[E ProcessGroupNCCL.cpp:737] [Rank {r}] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600015 milliseconds before timing out.")
+
+
+def _sacct_has_ended(cluster, job_id: str, rows_expected: int = 1, timeout: float = 30) -> None:
+    """slurmdbd records a job's end a moment after slurmctld (an array's tasks even later): wait for it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = cluster.run(["sacct", "-P", "-n", "-X", "-j", job_id, "--format=State,End"])
+        rows = [ln.split("|") for ln in r.stdout.splitlines() if ln.strip()]
+        if len(rows) >= rows_expected and all(row[1] not in ("", "Unknown") for row in rows):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"sacct never showed job {job_id} as ended")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the Slurm test cluster needs root")
+    base = tmp_path_factory.mktemp("sacct")
+    base.chmod(0o755)
+    cluster = SlurmCluster(base / "slurm", with_accounting=True)
+    try:
+        cluster.install()
+    except Exception as exc:  # no packages and no apt-get
+        pytest.skip(f"Slurm with accounting cannot be installed here: {exc}")
+    old_conf = os.environ.get("SLURM_CONF")
+    cluster.start()
+    os.environ["SLURM_CONF"] = str(cluster.conf_path)
+    try:
+        started = datetime.now(UTC).replace(microsecond=0)
+        logs = base / "kernel"
+        for node in cluster.nodes:
+            (logs / node).mkdir(parents=True)
+            (logs / node / "kern.log").write_text(f"[{started:%a %b %e %H:%M:%S %Y}] Linux booted long ago\n")
+        xid = (f"[{started:%a %b %e %H:%M:%S %Y}] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, "
+               f"GPU has fallen off the bus.\n")
+        with open(logs / "node2" / "kern.log", "a") as f:
+            f.write(xid)
+        script = base / "train.sh"
+        script.write_text("#!/bin/bash\nsrun hostname >/dev/null\n"
+                          + "".join(f"echo '{WATCHDOG.format(r=r)}'\n" for r in range(4)) + "exit 3\n")
+        script.chmod(0o755)
+        jobs = {
+            "gpu": cluster.sbatch(["-N2", "--ntasks-per-node=2", "--gres=gpu:2", str(script)]),
+            "ok": cluster.sbatch(["-N1", "--wrap", "echo fine"]),
+            "array": cluster.sbatch(["-N1", "--array=1-2", "--wrap",
+                                     "echo 'RuntimeError: CUDA error: an illegal memory access was encountered'; "
+                                     "exit 1"]),
+            "cancel": cluster.sbatch(["-N1", "--wrap", "sleep 300"]),
+        }
+        for name in ("gpu", "ok"):
+            cluster.wait_job(jobs[name])
+        time.sleep(0.5)
+        cluster.run(["scancel", jobs["cancel"]])
+        for name in ("gpu", "ok", "array", "cancel"):
+            _sacct_has_ended(cluster, jobs[name], rows_expected=2 if name == "array" else 1)
+        cluster.jobs = jobs
+        cluster.started = started
+        cluster.logs = logs
+        yield cluster
+    finally:
+        if old_conf is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old_conf
+        cluster.stop()
+
+
+def test_sacct_lists_jobs_not_steps_and_copes_with_22_05_fields(live):
+    jobs = sacct_jobs(ConnectorSettings(), since=live.started - timedelta(minutes=5),
+                      until=datetime.now(UTC) + timedelta(minutes=1))
+    ids = {j.display_id: j for j in jobs}
+    gpu = ids[live.jobs["gpu"]]
+    assert gpu.state == "FAILED" and gpu.get("ExitCode") == "3:0" and gpu.tasks == 4
+    assert ids[live.jobs["ok"]].state == "COMPLETED"
+    assert {f"{live.jobs['array']}_1", f"{live.jobs['array']}_2"} <= set(ids)
+    assert ids[live.jobs["cancel"]].state == "CANCELLED"
+    assert not any("." in d for d in ids)
+
+
+def test_diagnose_a_slurm_job_from_sacct_its_output_and_the_configured_files(live):
+    r = CliRunner().invoke(main, ["diagnose", "--slurm-job", live.jobs["gpu"], "--json",
+                                  "--files", f"kernel={live.logs}/$node/kern.log"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["job"]["cluster"] == "attrtest" and doc["job"]["nodes"] == ["node1", "node2"]
+    assert (doc["job"]["state"], doc["job"]["exit_code"]) == ("FAILED", "3:0")
+    assert doc["outcome"] == "gpu_hardware" and doc["culprits"] == [{"node": "node2", "gpu": "0000:3b:00"}]
+    assert doc["symptom_groups"] and {g["kind"] for g in doc["symptom_groups"]} == {"nccl_watchdog_timeout"}
+    out = [c for c in doc["coverage"] if c["source"] == "job"]
+    assert out[0]["status"] == "ok" and out[0]["file"].endswith(f"slurm-{live.jobs['gpu']}.out")
+
+
+def test_an_array_task_by_its_array_id(live):
+    task = f"{live.jobs['array']}_2"
+    r = CliRunner().invoke(main, ["diagnose", "--slurm-job", task, "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["outcome"] == "application" and doc["root_cause"]["kind"] == "cuda_illegal_address"
+    assert any(c["file"].endswith(f"slurm-{task}.out") and c["status"] == "ok" for c in doc["coverage"]
+               if c["source"] == "job")
+
+
+def test_a_running_job_or_an_unknown_one_is_bad_input(live):
+    running = live.sbatch(["-N1", "--wrap", "sleep 120"])
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            r = CliRunner().invoke(main, ["diagnose", "--slurm-job", running])
+            if "still RUNNING" in r.output or "still PENDING" in r.output:
+                break
+            time.sleep(0.3)
+        assert r.exit_code == 2 and "once it has ended" in r.output
+    finally:
+        live.run(["scancel", running])
+    r = CliRunner().invoke(main, ["diagnose", "--slurm-job", "999999"])
+    assert r.exit_code == 2 and "not in the accounting database" in r.output
+
+
+def test_backfill_stores_every_failed_job_once_and_resumes(live, pg_url, tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"database:\n  url: {pg_url}\nconnectors:\n  files:\n    - {{path: '{live.logs}/$node/kern.log', "
+                   f"source: kernel}}\n")
+    since = (live.started - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%S")
+    args = ["--config", str(cfg), "backfill", "--since", since]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0, first.output
+    failed = int(re.search(r"(\d+) failed job\(s\) ended", first.output).group(1))
+    assert failed >= 4  # the GPU job, two array tasks, the cancelled job (and any other test's cancelled job)
+    assert f"stored {failed} verdict(s)" in first.output and "skipped 0 already stored" in first.output
+    from sqlalchemy import create_engine
+
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(text(
+                "SELECT j.job_id, j.state, j.context_source, v.outcome FROM attribution.jobs j "
+                "JOIN attribution.verdicts v ON v.id = j.current_verdict_id ORDER BY j.job_id")).all()
+    finally:
+        engine.dispose()
+    by_id = {r[0]: r for r in rows}
+    assert len(rows) == failed and live.jobs["ok"] not in by_id  # completed: nothing to diagnose
+    assert by_id[live.jobs["gpu"]][1:] == ("FAILED", "sacct", "gpu_hardware")
+    assert by_id[live.jobs["cancel"]][1] == "CANCELLED"
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0 and f"stored 0 verdict(s); skipped {failed} already stored" in again.output
+    redo = CliRunner().invoke(main, args + ["--redo"])
+    assert f"stored {failed} verdict(s)" in redo.output
