@@ -20,7 +20,7 @@ from . import spool
 from .collect.joboutput import read_job_output
 from .collect.live import LiveSources, boot_time, collect_node
 from .config import Settings
-from .errors import StoreError
+from .errors import InputError, StoreError
 from .extract import extract
 from .model import Coverage, Event, ExecutionContext, Observation
 from .rulepack import RuleSet
@@ -88,29 +88,73 @@ def payload(ctx: ExecutionContext, events: list[Event], coverage: list[Coverage]
             "events": [event_to_json(e) for e in events], "coverage": [coverage_to_json(c) for c in coverage]}
 
 
-def replay(ruleset: RuleSet, engine, data: Mapping) -> None:
-    """Store one spooled payload (the spool's flush handler)."""
+def replay(ruleset: RuleSet, engine, data: Mapping, deadline: float | None = None) -> None:
+    """Store one spooled payload (the spool's flush handler). A payload that is malformed, or that the database
+    refuses for its content, raises spool.Refused (moved aside); an unreachable database raises StoreError."""
     from .pipeline import ingest
 
-    if data.get("type") != "ingest":
-        raise ValueError(f"unknown spool payload type {data.get('type')!r}")
-    ctx = context_from_json(data["context"], "spooled context")
-    events = [event_from_json(e) for e in data.get("events", [])]
-    coverage = [coverage_from_json(c) for c in data.get("coverage", [])]
-    ingest(ruleset, engine, ctx, events, coverage, str(data.get("source") or "node"))
+    try:
+        if data.get("type") != "ingest":
+            raise ValueError(f"unknown spool payload type {data.get('type')!r}")
+        ctx = context_from_json(data["context"], "spooled context")
+        events = [event_from_json(e) for e in data.get("events", [])]
+        coverage = [coverage_from_json(c) for c in data.get("coverage", [])]
+    except (InputError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise spool.Refused(f"malformed payload: {exc}") from exc
+    try:
+        ingest(ruleset, engine, ctx, events, coverage, str(data.get("source") or "node"), deadline=deadline)
+    except InputError as exc:
+        raise spool.Refused(str(exc)) from exc
+    except StoreError as exc:
+        if exc.permanent:
+            raise spool.Refused(str(exc)) from exc
+        raise
+
+
+def replay_to_service(client, data: Mapping, deadline: float | None = None) -> None:
+    """Send one spooled payload to the service (the spool's flush handler when service_url is set). A payload the
+    service refuses for good (malformed) is moved aside to `bad/` with the reason instead of blocking the spool."""
+    from .service_client import ServiceRejected
+
+    try:
+        client.post_observations(dict(data), deadline=deadline)
+    except ServiceRejected as exc:
+        raise spool.Refused(f"refused by the service: {exc}") from exc
+
+
+def send_or_spool(settings: Settings, data: dict, deadline: float, report: HookReport) -> None:
+    """Report to the service at settings.service_url, then replay what the spool holds; spool on any failure."""
+    from .service_client import client_from_settings
+
+    try:
+        with client_from_settings(settings) as client:
+            client.post_observations(data, deadline=deadline)
+            report.stored = True
+            if time.monotonic() < deadline:
+                res = spool.flush(settings.spool, lambda d: replay_to_service(client, d, deadline),
+                                  deadline=deadline)
+                report.replayed = res.replayed
+    except Exception as exc:  # the service is away, slow, refused, or its token is unreadable: nothing may be lost
+        report.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if not report.stored:
+            report.spooled = spool.write(settings.spool, data)
 
 
 def store_or_spool(ruleset: RuleSet, engine_factory: Callable, settings: Settings, ctx: ExecutionContext,
                    events: list[Event], coverage: list[Coverage], source: str, deadline: float,
                    report: HookReport) -> None:
+    """Store through the service when settings.service_url is set, else in the database; spool on failure."""
     from .pipeline import ingest
 
+    if settings.service_url:
+        send_or_spool(settings, payload(ctx, events, coverage, source), deadline, report)
+        return
     try:
         with engine_factory() as engine:
             ingest(ruleset, engine, ctx, events, coverage, source, deadline=deadline)
             report.stored = True
             if time.monotonic() < deadline:
-                res = spool.flush(settings.spool, lambda d: replay(ruleset, engine, d), deadline=deadline)
+                res = spool.flush(settings.spool, lambda d: replay(ruleset, engine, d, deadline), deadline=deadline)
                 report.replayed = res.replayed
     except Exception as exc:  # the database is away, slow or refused: nothing may be lost
         report.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -203,4 +247,5 @@ def run_controller(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_
     return report
 
 
-__all__ = ["run_node", "run_controller", "replay", "read_prolog_stamp", "HookReport", "StoreError"]
+__all__ = ["run_node", "run_controller", "replay", "replay_to_service", "read_prolog_stamp", "HookReport",
+           "StoreError"]

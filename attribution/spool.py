@@ -26,6 +26,11 @@ class SpoolCorrupt(ValueError):
     pass
 
 
+class Refused(Exception):
+    """Raised by a flush handler for a payload that can never be stored (malformed, or refused for its content):
+    it goes to `bad/` with the reason and the flush goes on, instead of holding back every later file."""
+
+
 def encode(payload: dict) -> bytes:
     body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
     return MAGIC + b" " + hashlib.sha256(body).hexdigest().encode() + b" " + str(len(body)).encode() + b"\n" + body
@@ -37,13 +42,13 @@ def decode(data: bytes) -> dict:
     if not sep or len(parts) != 3 or parts[0] != MAGIC:
         raise SpoolCorrupt("not a spool file (bad header)")
     digest, length = parts[1].decode(errors="replace"), parts[2]
-    if not length.isdigit() or int(length) != len(body):
+    if not length.isdigit() or len(length) > 19 or int(length) != len(body):
         raise SpoolCorrupt(f"truncated: {len(body)} of {length.decode(errors='replace')} bytes")
     if hashlib.sha256(body).hexdigest() != digest:
         raise SpoolCorrupt("checksum mismatch")
     try:
         return json.loads(body)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting too deep for json
         raise SpoolCorrupt(f"bad JSON: {exc}") from None
 
 
@@ -89,8 +94,9 @@ class FlushResult:
 
 def flush(spool_dir: Path, store: Callable[[dict], None], deadline: float | None = None,
           wait_for_lock: bool = False, stale_tmp_seconds: float = 3600) -> FlushResult:
-    """Replay pending files in order through `store`, each deleted once stored. Stops at the first failure of
-    `store` (the database is still away) or at `deadline` (a time.monotonic() value)."""
+    """Replay pending files in order through `store`, each deleted once stored. A payload `store` refuses for
+    good (`Refused`) goes to `bad/`; any other failure (the database is still away) stops the flush, as does
+    `deadline` (a time.monotonic() value)."""
     res = FlushResult()
     if not spool_dir.is_dir():
         return res
@@ -116,7 +122,11 @@ def flush(spool_dir: Path, store: Callable[[dict], None], deadline: float | None
                 continue
             try:
                 store(payload)
-            except Exception as exc:  # the database is still unreachable or refused: keep the file for later
+            except Refused as exc:
+                _quarantine(spool_dir, path, str(exc))
+                res.bad.append(f"{path.name}: {exc}")
+                continue
+            except Exception as exc:  # the database is still unreachable: keep the file for later
                 res.error = f"{type(exc).__name__}: {exc}"
                 res.left = len(files) - i
                 break

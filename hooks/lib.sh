@@ -70,8 +70,9 @@ attribution_suspicious() {
 
 # Run the attribution command, killed if it outlives the budget (it also bounds itself).
 attribution_run() {
-  timeout -k 2 "$ATTRIBUTION_BUDGET" "$ATTRIBUTION_BIN" epilog --budget "$ATTRIBUTION_BUDGET" "$@" \
-    </dev/null >>"$ATTRIBUTION_LOG" 2>&1
+  # --started: the budget counts from here (as timeout's does), not from when Python has finished importing
+  timeout -k 2 "$ATTRIBUTION_BUDGET" "$ATTRIBUTION_BIN" epilog --budget "$ATTRIBUTION_BUDGET" \
+    --started "$(date +%s.%N)" "$@" </dev/null >>"$ATTRIBUTION_LOG" 2>&1
   local rc=$?
   [ "$rc" = 0 ] || attribution_log "attribution epilog ended with status $rc"
 }

@@ -27,7 +27,7 @@ def _engine_factory(settings, deadline: float):
         db = replace(settings.database, connect_timeout=min(settings.database.connect_timeout, remaining / 2),
                      statement_timeout_ms=int(min(settings.database.statement_timeout_ms, remaining * 1000)))
         return open_store(None, settings=replace(settings, database=db), pool_size=1,
-                          application_name="attribution-epilog")
+                          application_name="attribution-epilog", deadline=deadline)
     return make
 
 
@@ -39,11 +39,15 @@ def _engine_factory(settings, deadline: float):
 @click.option("--fabricmanager-log", type=click.Path(path_type=Path), default=None)
 @click.option("--scontrol-output", type=click.Path(path_type=Path), default=None,
               help="`scontrol show job -o` output the controller hook already fetched (saves a second RPC).")
+@click.option("--started", type=float, default=None,
+              help="Epoch seconds when the hook started this run: the budget counts from then.")
 @click.pass_context
 def epilog(ctx: click.Context, budget: float | None, kernel_source: str | None, kernel_file: Path | None,
-           fabricmanager_log: Path | None, scontrol_output: Path | None) -> None:
+           fabricmanager_log: Path | None, scontrol_output: Path | None, started: float | None) -> None:
     """The entry point the Slurm hooks call; reads the Slurm environment. Always exits 0."""
     t0 = time.monotonic()
+    if started is not None:  # the time Python took to start counts against the budget
+        t0 -= max(0.0, min(time.time() - started, 60.0))
     try:
         from dataclasses import replace
 
@@ -57,7 +61,9 @@ def epilog(ctx: click.Context, budget: float | None, kernel_source: str | None, 
                      kernel_file=str(kernel_file) if kernel_file else ep.kernel_file,
                      fabricmanager_log=str(fabricmanager_log) if fabricmanager_log else ep.fabricmanager_log)
         settings = replace(settings, epilog=ep)
-        deadline = t0 + max(1.0, ep.budget_seconds - 1.0)
+        # stop storing with a margin (a last connect attempt may take 2 s) for writing the spool before the
+        # hook's `timeout` kills this process
+        deadline = t0 + max(1.0, ep.budget_seconds - max(2.5, 0.15 * ep.budget_seconds))
         env = parse_env(os.environ)
         rs = ruleset_of(ctx)
         factory = _engine_factory(settings, deadline)
@@ -88,19 +94,28 @@ def spool_group() -> None:
 @click.option("--timeout", type=float, default=None, help="Stop after this many seconds (files left stay spooled).")
 @click.pass_context
 def spool_flush(ctx: click.Context, wait: bool, timeout: float | None) -> None:
-    """Store every spooled payload once (safe to run any number of times, e.g. from a systemd timer)."""
+    """Store every spooled payload once (safe to run any number of times, e.g. from a systemd timer): in the
+    database, or through the Attribution Service when service_url is set."""
     from .. import spool
-    from ..epilog import replay
+    from ..epilog import replay, replay_to_service
     from .db import open_store
 
     settings = settings_of(ctx)
-    rs = ruleset_of(ctx)
+    rs = None if settings.service_url else ruleset_of(ctx)
     deadline = time.monotonic() + timeout if timeout else None
     if not spool.pending(settings.spool):
         click.echo(f"{settings.spool}: nothing to replay")
         return
-    with open_store(ctx) as engine:
-        res = spool.flush(settings.spool, lambda d: replay(rs, engine, d), deadline=deadline, wait_for_lock=wait)
+    if settings.service_url:
+        from ..service_client import client_from_settings
+
+        with client_from_settings(settings) as client:
+            res = spool.flush(settings.spool, lambda d: replay_to_service(client, d, deadline),
+                              deadline=deadline, wait_for_lock=wait)
+    else:
+        with open_store(ctx) as engine:
+            res = spool.flush(settings.spool, lambda d: replay(rs, engine, d, deadline), deadline=deadline,
+                              wait_for_lock=wait)
     click.echo(f"{settings.spool}: replayed {res.replayed}, left {res.left}, bad {len(res.bad)}"
                + (f"; stopped: {res.error}" if res.error else "") + ("; another flush holds the lock"
                                                                      if res.locked_out else ""))

@@ -1,0 +1,67 @@
+"""The FastAPI application: routes, error handlers and the guard, wired over a Service.
+
+`create_app(service)` is pure wiring; `app_from_environment()` is the factory `attribution serve` gives uvicorn
+(each worker process calls it once): it reads the settings the way every command does ($ATTRIBUTION_CONFIG or
+the default files, $ATTRIBUTION_DATABASE_URL), the rule pack ($ATTRIBUTION_RULES, the same variable as the
+--rules option) and the tokens file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from fastapi import FastAPI
+
+from .. import __version__
+from . import errors
+from .diagnose_routes import add_diagnose_routes
+from .guard import Guard, Limits
+from .health_routes import add_health_routes
+from .read_routes import add_read_routes
+from .report_routes import add_report_routes
+from .service import Service, build_service
+
+DESCRIPTION = """\
+Receives observations from many clusters' Slurm hooks and answers questions about jobs, nodes and the fleet.
+
+Every /v1 route needs `Authorization: Bearer <token>`, a token from the service's tokens file. Tokens carry
+scopes: `report` (POST observations and job contexts) and `read` (everything else). Errors are JSON:
+`{"error": code, "message": text, "details": [...]}`.
+"""
+
+
+def create_app(service: Service) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        try:
+            yield
+        finally:
+            service.dispose()
+
+    app = FastAPI(title="Attribution Service", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    errors.install(app)
+    add_health_routes(app, service)
+    add_report_routes(app, service)
+    add_read_routes(app, service)
+    add_diagnose_routes(app, service)
+    s = service.settings
+    app.add_middleware(Guard, tokens=service.tokens, routes=lambda: app.router.routes,
+                       limits=Limits(body_bytes=s.max_body_bytes, upload_bytes=s.max_upload_bytes,
+                                     body_seconds=s.body_timeout_seconds))
+    return app
+
+
+def app_from_environment() -> FastAPI:
+    from ..config import load_settings
+    from ..errors import ConfigError
+    from ..rulepack import load_rules
+    from .auth import load_tokens
+
+    settings = load_settings()
+    if not settings.service.tokens_file:
+        raise ConfigError("service.tokens_file is not set: the service never runs without tokens")
+    tokens = load_tokens(settings.service.tokens_file)
+    rules_dir = os.environ.get("ATTRIBUTION_RULES") or settings.rules_dir
+    ruleset = load_rules(rules_dir)
+    return create_app(build_service(settings, ruleset, tokens))

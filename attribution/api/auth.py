@@ -1,0 +1,86 @@
+"""Bearer tokens and their scopes, read from a file only its owner may read (config.read_secret semantics).
+
+The tokens file has one token per line: its scopes (comma-separated), the token, and an optional name::
+
+    # scopes      token                               name
+    report        3f9c0d6e0b6a4c1f9f3b1c2d4e5f60718   node-epilogs
+    read          a81b2c3d4e5f60718293a4b5c6d7e8f90   grafana
+    read,report   0a1b2c3d4e5f60718293a4b5c6d7e8f9a   admin
+
+`report` may post observations and job contexts; `read` may read verdicts, events and fleet views and diagnose
+uploaded bundles. Only SHA-256 digests of the tokens are kept in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from ..config import read_secret
+from ..errors import ConfigError
+
+SCOPES = ("report", "read")
+MIN_TOKEN_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request authenticated as."""
+
+    name: str
+    scopes: frozenset[str]
+
+
+@dataclass(frozen=True)
+class TokenTable:
+    by_digest: Mapping[bytes, Principal]
+
+    def lookup(self, token: str | None) -> Principal | None:
+        if not token:
+            return None
+        return self.by_digest.get(_digest(token))
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+def parse_tokens(text: str, origin: str) -> TokenTable:
+    """The tokens file's text to a table; every problem is reported as `origin:line: message`."""
+    table: dict[bytes, Principal] = {}
+    problems: list[str] = []
+    for no, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) not in (2, 3):
+            problems.append(f"{origin}:{no}: expected 'scopes token [name]'")
+            continue
+        scopes = frozenset(s for s in parts[0].split(",") if s)
+        unknown = sorted(scopes - set(SCOPES))
+        if unknown or not scopes:
+            problems.append(f"{origin}:{no}: unknown scope(s) {', '.join(unknown) or '(none)'}; "
+                            f"known: {', '.join(SCOPES)}")
+            continue
+        token = parts[1]
+        if len(token) < MIN_TOKEN_LENGTH or not token.isprintable():
+            problems.append(f"{origin}:{no}: token too short (at least {MIN_TOKEN_LENGTH} printable characters)")
+            continue
+        d = _digest(token)
+        if d in table:
+            problems.append(f"{origin}:{no}: the same token appears twice")
+            continue
+        table[d] = Principal(parts[2] if len(parts) == 3 else f"line {no}", scopes)
+    if problems:
+        raise ConfigError("\n".join(problems))
+    if not table:
+        raise ConfigError(f"{origin}: no tokens")
+    return TokenTable(table)
+
+
+def load_tokens(path: str | Path) -> TokenTable:
+    """Read and parse the tokens file; refuses one that group or others may read."""
+    return parse_tokens(read_secret(path), str(path))

@@ -1,0 +1,90 @@
+"""POST /v1/diagnose (scope `read`): an incident bundle uploaded as tar.gz, unpacked safely into a private
+temporary directory, diagnosed like `attribution diagnose`, and forgotten. Nothing is stored."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path as FsPath
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
+
+from ..bundle_archive import ArchiveLimits, unpack
+from ..errors import InputError
+from .schemas import ERROR_RESPONSES
+from .security import policy, require
+from .service import Service
+
+ARCHIVE_TYPES = ("application/gzip", "application/x-gzip", "application/x-tar+gzip", "application/x-gtar",
+                 "application/octet-stream")
+
+DIAGNOSE_EXTRA = {
+    **policy("read", body="upload"),
+    "requestBody": {
+        "required": True,
+        "description": "the incident bundle (spec/bundle.md) as a gzip-compressed tar archive: context.yaml, "
+                       "nodes/<node>/*.log and job/* at its top or in its single top-level folder",
+        "content": {t: {"schema": {"type": "string", "format": "binary"}}
+                    for t in ("application/gzip", "application/octet-stream")},
+    },
+}
+DIAGNOSE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **ERROR_RESPONSES,
+    200: {"description": "the verdict document (spec/verdict.md)",
+          "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}}},
+    415: {"description": "the body is not sent as a gzip archive"},
+}
+
+
+def add_diagnose_routes(app: FastAPI, svc: Service) -> None:
+    limits = ArchiveLimits(max_files=svc.settings.max_bundle_files, max_bytes=svc.settings.max_bundle_bytes)
+
+    def diagnose(upload, max_symptoms: int | None) -> dict:
+        from ..pipeline import diagnose_bundle
+        from ..render import verdict_to_dict
+
+        tmp = FsPath(tempfile.mkdtemp(prefix="attribution-upload-"))
+        try:
+            upload.seek(0)
+            root = unpack(upload, tmp / "bundle", limits)
+            try:
+                d = diagnose_bundle(svc.ruleset, root)
+            except InputError as exc:
+                raise InputError(_relative(exc.path, root), exc.message, exc.line) from None
+            return verdict_to_dict(d.verdict, symptom_limit=max_symptoms)  # as `attribution diagnose --json`
+        except InputError as exc:
+            raise InputError(_scrub(exc.path, tmp), _scrub(exc.message, tmp), exc.line) from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    @app.post("/v1/diagnose", dependencies=[Depends(require("read"))], tags=["diagnose"],
+              openapi_extra=DIAGNOSE_EXTRA, responses=DIAGNOSE_RESPONSES, response_class=JSONResponse,
+              summary="Diagnose an uploaded incident bundle (tar.gz) without storing anything")
+    async def post_diagnose(request: Request, max_symptoms: Annotated[int | None, Query(
+            ge=0, le=1_000_000, description="list at most this many symptoms (all by default)")] = None):
+        ctype = (request.headers.get("content-type") or "application/octet-stream").split(";")[0].strip().lower()
+        if ctype not in ARCHIVE_TYPES:
+            raise HTTPException(415, f"send the bundle as application/gzip (a tar.gz archive), not {ctype[:80]}")
+        upload = tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024)
+        try:
+            async for chunk in request.stream():  # the guard stops it at max_upload_bytes
+                upload.write(chunk)
+            if upload.tell() == 0:
+                raise InputError("bundle.tar.gz", "empty body: send the bundle as a tar.gz archive")
+            return JSONResponse(await svc.cpu.run(diagnose, upload, max_symptoms))
+        finally:
+            upload.close()
+
+
+def _relative(path: str, root: FsPath) -> str:
+    try:
+        return str(FsPath(path).relative_to(root)) or "."
+    except ValueError:
+        return path
+
+
+def _scrub(text: str, tmp: FsPath) -> str:
+    """Messages name files inside the bundle, never the server's temporary directory."""
+    return text.replace(str(tmp / "bundle") + "/", "").replace(str(tmp / "bundle"), "bundle").replace(str(tmp), "")

@@ -1,0 +1,58 @@
+"""The reporting endpoints (scope `report`): observation batches from the hooks, job contexts from the
+controller or a connector. Both are idempotent and re-attribute the job from everything stored for it."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Path, Query
+
+from ..intake import Report, context_report, ingest_report, parse_report
+from ..timeparse import format_utc
+from .schemas import ERROR_RESPONSES, IngestOut, JobContextDoc, JobRefOut, Name, ObservationBatch, ReportSource
+from .security import policy, require
+from .service import Service
+
+
+def add_report_routes(app: FastAPI, svc: Service) -> None:
+    reporter = [Depends(require("report"))]
+
+    async def store(report: Report) -> IngestOut:
+        """Queue behind the job's other reports, then for a database connection: at most
+        service.request_timeout_seconds in all (else 503, and the reporter retries or spools). The ingest itself
+        is bounded by the database's statement and lock timeouts, and retries stop after the same time."""
+        wait_until = time.monotonic() + svc.settings.request_timeout_seconds
+        async with svc.jobs.hold((report.context.cluster, report.context.job_id),
+                                 svc.settings.request_timeout_seconds):
+            return await svc.db.run(ingest, report, wait_seconds=wait_until - time.monotonic())
+
+    def ingest(report: Report) -> IngestOut:
+        deadline = time.monotonic() + svc.settings.request_timeout_seconds
+        result, verdict = ingest_report(svc.ruleset, svc.engine, report, deadline=deadline)
+        job = result.job
+        return IngestOut(job=JobRefOut(cluster=job.cluster, job_id=job.job_id, start=format_utc(job.start)),
+                         new_events=result.new_events, linked_events=result.linked_events,
+                         verdict_id=result.verdict_id, verdict_changed=result.verdict_changed,
+                         outcome=verdict.outcome)
+
+    @app.post("/v1/observations", response_model=IngestOut, dependencies=reporter, tags=["report"],
+              openapi_extra=policy("report"), responses=ERROR_RESPONSES,
+              summary="Store a batch of events and coverage for one job (the node or controller hook's payload)")
+    async def post_observations(batch: ObservationBatch) -> IngestOut:
+        """Idempotent: posting the same batch again stores nothing new. Re-attributes the job; the answer says
+        whether its current verdict changed."""
+        report = parse_report(batch.model_dump(exclude_none=True), max_events=svc.settings.max_events)
+        return await store(report)
+
+    @app.post("/v1/jobs/{cluster}/{job_id}/context", response_model=IngestOut, dependencies=reporter,
+              tags=["report"], openapi_extra=policy("report"), responses=ERROR_RESPONSES,
+              summary="Store a job's execution context (state, exit code, nodes, times)")
+    async def post_context(cluster: Annotated[Name, Path()], job_id: Annotated[Name, Path()], doc: JobContextDoc,
+                           source: Annotated[ReportSource, Query(
+                               description="who knows this context; a controller's or connector's context "
+                                           "wins over a node's")] = "api") -> IngestOut:
+        """The scheduler's word on the job (its final state, a failed node) counts as evidence, as it does when
+        the controller hook reports. Idempotent."""
+        report = context_report(svc.ruleset, doc.model_dump(exclude_none=True), cluster, job_id, source)
+        return await store(report)

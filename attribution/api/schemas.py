@@ -1,0 +1,203 @@
+"""The request and response bodies of the service, as pydantic models: they are the OpenAPI description and the
+first check of every body. The observation batch is exactly what `attribution.epilog.payload()` produces.
+
+Text is refused when PostgreSQL could not store it (NUL characters, lone surrogates); times are ISO 8601 between
+1970 and 2200; whole numbers that go into integer columns are bounded. Anything else is left to the domain
+conversion (`attribution.intake`), whose InputError the API turns into a 422.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+
+from ..intake import REPORT_SOURCES
+from ..timeparse import TimeError, parse_iso
+
+UTC = timezone.utc
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+INT32 = 2**31 - 1
+MAX_NODES = 100000
+
+
+def _storable(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("text may not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("text is not valid Unicode (lone surrogate)") from None
+    return value
+
+
+def _iso_time(value: str) -> str:
+    try:
+        t = parse_iso(value)
+    except (TimeError, ValueError, OverflowError):
+        raise ValueError(f"not an ISO 8601 time: {value[:64]!r}") from None
+    if not EARLIEST <= t < LATEST:
+        raise ValueError(f"time {value[:64]!r} is outside 1970..2200")
+    return value
+
+
+Text = Annotated[str, Field(max_length=1 << 20), AfterValidator(_storable)]
+Name = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_storable)]
+NodeName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9_.:-]+$")]
+Time = Annotated[str, Field(max_length=64), AfterValidator(_iso_time),
+                 WithJsonSchema({"type": "string", "format": "date-time"})]
+Int32 = Annotated[int, Field(ge=-INT32 - 1, le=INT32)]
+Count = Annotated[int, Field(ge=1, le=1_000_000)]
+
+
+def _field_value(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int)):
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53:
+            raise ValueError("whole numbers in fields must be within +-2^53")
+        return value
+    if isinstance(value, str) and len(value) <= 1 << 16:
+        return _storable(value)
+    raise ValueError("a field value is text (at most 64 KiB), a whole number, true/false or null")
+
+
+FieldValue = Annotated[Any, AfterValidator(_field_value),
+                       WithJsonSchema({"type": ["string", "integer", "boolean", "null"], "maxLength": 1 << 16})]
+
+#: Who reported: decides whose job context wins (intake.REPORT_SOURCES, from the store's context ranks).
+ReportSource = Literal[REPORT_SOURCES]  # type: ignore[valid-type]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ContextDoc(_Strict):
+    """A job's execution context (serialize.context_to_json; spec/bundle.md context.yaml fields)."""
+
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+
+    cluster: Name
+    job_id: Name
+    nodes: list[NodeName] = Field(min_length=1, max_length=MAX_NODES)
+    scheduler: Name | None = None
+    user: Name | None = None
+    partition: Name | None = None
+    state: Name | None = None
+    exit_code: Name | None = None
+    failed_node: NodeName | None = None
+    tasks_per_node: Count | None = None
+    srun_tasks_per_node: Count | None = None
+    gpus_per_node: Count | None = None
+    start: Time | None = None
+    end: Time | None = None
+    timezone: Name | None = None
+    boot_time: dict[NodeName, Time] = Field(default_factory=dict, max_length=MAX_NODES)
+
+
+class JobContextDoc(ContextDoc):
+    """The body of POST /v1/jobs/{cluster}/{job_id}/context: cluster and job id may be left to the path."""
+
+    cluster: Name | None = None
+    job_id: Name | None = None
+
+
+class EventDoc(_Strict):
+    """One normalized event as the hooks extract it (serialize.event_to_json)."""
+
+    kind: Name
+    role: Literal["cause", "symptom", "context"]
+    rule: Name
+    source: Name
+    location: Text
+    line: Text
+    message: Text
+    node: NodeName | None = None
+    gpu: Name | None = None
+    code: Int32 | None = None
+    rank: Int32 | None = None
+    time: Time | None = None
+    outcome: Name | None = None
+    action: Name | None = None
+    severity: Name | None = None
+    fields: dict[Name, FieldValue] = Field(default_factory=dict, max_length=256)
+
+
+class CoverageDoc(_Strict):
+    """What one collector saw of one source on one node (model.Coverage.as_dict)."""
+
+    source: Name
+    status: Literal["ok", "empty", "missing", "error"]
+    node: NodeName | None = None
+    lines: int = Field(default=0, ge=0, le=2**62)
+    reason: Text | None = None
+    file: Text | None = None
+    notes: list[Text] = Field(default_factory=list, max_length=1000)
+
+
+class ObservationBatch(_Strict):
+    """Events, coverage and context of one job from one reporter: the payload of attribution.epilog.payload()."""
+
+    type: Literal["ingest"] = "ingest"
+    source: ReportSource = "node"
+    context: ContextDoc
+    events: list[EventDoc] = Field(default_factory=list)
+    coverage: list[CoverageDoc] = Field(default_factory=list, max_length=100000)
+
+
+class JobRefOut(BaseModel):
+    cluster: str
+    job_id: str
+    start: str | None
+
+
+class IngestOut(BaseModel):
+    """What one accepted report did."""
+
+    job: JobRefOut
+    new_events: int
+    linked_events: int
+    verdict_id: int | None
+    verdict_changed: bool
+    outcome: str
+
+
+class ErrorOut(BaseModel):
+    """Every error response: a machine-readable code, one line for a human, and details when there are several."""
+
+    error: str
+    message: str
+    details: list[str] = Field(default_factory=list)
+
+
+class HealthOut(BaseModel):
+    status: str
+
+
+class RowsOut(BaseModel):
+    """Rows of a fleet view; `truncated` says there were more than `limit`."""
+
+    rows: list[dict[str, Any]]
+    truncated: bool
+
+
+class NodeEventsOut(BaseModel):
+    cluster: str
+    node: str
+    since: str
+    until: str | None
+    events: list[dict[str, Any]]
+    truncated: bool
+
+
+#: The error statuses every /v1 route may answer, for the OpenAPI description.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut, "description": description} for status, description in (
+        (401, "no bearer token, or one the service does not know"),
+        (403, "the token lacks the route's scope"),
+        (413, "the request body is larger than the service accepts"),
+        (422, "the request is malformed; the message says what and where"),
+        (503, "the database is unavailable or busy; try again later"),
+    )
+}

@@ -1,0 +1,47 @@
+"""What the routes of one worker process share: settings, rule set, engines, tokens and the lanes that bound
+blocking work. Built by `build_service` from Settings; nothing here is global."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+
+from ..config import ServiceSettings, Settings
+from ..rulepack import RuleSet
+from .auth import TokenTable
+from .blocking import Lane
+from .jobgate import JobGate
+
+
+@dataclass(frozen=True)
+class Service:
+    settings: ServiceSettings
+    ruleset: RuleSet
+    engine: Engine  # ingest and reads; pool size = the db lane's slots
+    probe_engine: Engine  # /readyz only, so a busy pool never makes the service look dead
+    tokens: TokenTable
+    db: Lane
+    cpu: Lane  # diagnosing uploaded bundles
+    jobs: JobGate  # one report per job at a time in this process
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+        self.probe_engine.dispose()
+
+
+def build_service(settings: Settings, ruleset: RuleSet, tokens: TokenTable) -> Service:
+    """Engines on the configured database (or the embedded one, which must already run: `attribution serve`
+    starts it) and the lanes sized from settings.service."""
+    from ..store.db import make_engine, resolve_target
+
+    svc = settings.service
+    target = resolve_target(settings, start_embedded=False)
+    engine = make_engine(target, settings, application_name="attribution-service", pool_size=svc.db_pool_size)
+    probe = make_engine(target, settings, application_name="attribution-service-probe", pool_size=1)
+    return Service(
+        settings=svc, ruleset=ruleset, engine=engine, probe_engine=probe, tokens=tokens,
+        db=Lane("database", svc.db_pool_size, svc.request_timeout_seconds),
+        cpu=Lane("diagnose", svc.diagnose_concurrency, svc.request_timeout_seconds),
+        jobs=JobGate(),
+    )

@@ -1,0 +1,55 @@
+"""`attribution serve`: the Attribution Service (REST API) on uvicorn."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from . import main, ruleset_of, settings_of
+
+
+@main.command()
+@click.option("--host", default=None, help="Address to listen on (default: service.listen, 127.0.0.1).")
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
+              help="Port to listen on (default: service.listen, 8080).")
+@click.option("--workers", type=click.IntRange(1, 256), default=None,
+              help="Worker processes (default: service.workers, 1).")
+@click.option("--access-log/--no-access-log", default=True, show_default=True, help="Log every request.")
+@click.pass_context
+def serve(ctx: click.Context, host: str | None, port: int | None, workers: int | None, access_log: bool) -> None:
+    """Run the Attribution Service: hooks report observations to it, dashboards and scripts query it.
+
+    Needs service.tokens_file (bearer tokens with scopes, readable by its owner only). Without a database url
+    it starts the embedded database and serves from it. OpenAPI description: GET /openapi.json.
+    """
+    import uvicorn
+
+    from ..api.auth import load_tokens
+    from ..errors import ConfigError
+    from ..store.db import describe
+    from .db import open_store
+
+    settings = settings_of(ctx)
+    svc = settings.service
+    if not svc.tokens_file:
+        raise ConfigError("service.tokens_file is not set: the service never runs without tokens "
+                          "(one 'scopes token [name]' per line, scopes report and/or read; chmod 600)")
+    load_tokens(svc.tokens_file)  # refuse a bad or group-readable tokens file before listening
+    ruleset_of(ctx)  # and a bad rule pack
+    default_host, default_port = svc.host_port()
+    host, port, workers = host or default_host, port or default_port, workers or svc.workers
+    obj = ctx.find_root().obj
+    # Worker processes build their app from the environment (api.app.app_from_environment).
+    if obj.get("config_path"):
+        os.environ["ATTRIBUTION_CONFIG"] = str(os.path.abspath(obj["config_path"]))
+    if obj.get("rules_dir"):
+        os.environ["ATTRIBUTION_RULES"] = str(os.path.abspath(obj["rules_dir"]))
+    with open_store(ctx, application_name="attribution-serve") as engine:
+        if not settings.database.url:  # the embedded server this command started (it stays up while we serve)
+            os.environ["ATTRIBUTION_DATABASE_URL"] = engine.url.render_as_string(hide_password=False)
+        click.echo(f"attribution serve: http://{host}:{port} ({workers} worker(s)), database "
+                   f"{describe(engine.url)}", err=True)
+        uvicorn.run("attribution.api.app:app_from_environment", factory=True, host=host, port=port,
+                    workers=workers, access_log=access_log, log_level="info", timeout_graceful_shutdown=10,
+                    proxy_headers=False, server_header=False)
