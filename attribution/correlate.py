@@ -12,22 +12,9 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import Iterable, Sequence
 
+from .explains import Placed, Relation
 from .model import INFRASTRUCTURE_OUTCOMES, Coverage, Event, ExecutionContext, Symptom, Verdict
-from .rulepack import CausalGraph, Edge, RuleSet
-
-#: Log stamps often have one-second resolution: an event in the same second as its explainer is "after" it.
-SAME_NODE_TOLERANCE = 1.0
-
-
-class _Placed:
-    """An event with the time used for ordering (untimed events sit at the job end)."""
-
-    __slots__ = ("ev", "t", "idx")
-
-    def __init__(self, ev: Event, t: float, idx: int) -> None:
-        self.ev = ev
-        self.t = t
-        self.idx = idx
+from .rulepack import CausalGraph, RuleSet
 
 
 def job_window(ctx: ExecutionContext, graph: CausalGraph) -> tuple[datetime | None, datetime | None]:
@@ -46,60 +33,6 @@ def in_window(ev: Event, lo: datetime | None, hi: datetime | None) -> bool:
     return True
 
 
-def _sig(e: Event) -> tuple:
-    return (e.kind, e.outcome, e.role, e.source)
-
-
-def _edges_for(graph: CausalGraph, a: Event, b: Event, cache: dict) -> list[Edge]:
-    key = (_sig(a), _sig(b))
-    edges = cache.get(key)
-    if edges is None:
-        edges = [edge for edge in graph.edges
-                 if edge.causes.matches(*key[0]) and edge.explains.matches(*key[1])]
-        cache[key] = edges
-    return edges
-
-
-def _explains(edge: Edge, a: _Placed, b: _Placed, skew: float) -> bool:
-    ea, eb = a.ev, b.ev
-    if edge.locality == "gpu":
-        if ea.node is None or ea.node != eb.node or ea.gpu is None or ea.gpu != eb.gpu:
-            return False
-    elif edge.locality == "node":
-        if ea.node is None or ea.node != eb.node:
-            return False
-    same_node = ea.node is not None and ea.node == eb.node
-    tol = SAME_NODE_TOLERANCE if same_node else max(SAME_NODE_TOLERANCE, skew)
-    delta = b.t - a.t
-    if delta < -tol:
-        return False
-    if edge.within_seconds is not None and delta > edge.within_seconds + tol:
-        return False
-    for explained_field, explainer_field in edge.link_fields:
-        want = eb.fields.get(explained_field)
-        if want is None:
-            continue
-        have = ea.fields.get(explainer_field)
-        if have is None and explainer_field == "code":
-            have = None if ea.code is None else str(ea.code)
-        if have is None or str(have) != str(want):
-            return False
-    return True
-
-
-def _explainer(graph: CausalGraph, a: _Placed, b: _Placed, cache: dict) -> bool:
-    if a is b:
-        return False
-    ea, eb = a.ev, b.ev
-    if ea.kind == eb.kind and ea.node != eb.node:
-        return False  # two causes of the same kind on different nodes never explain each other
-    edges = _edges_for(graph, ea, eb, cache)
-    if not edges:
-        return False
-    skew = float(graph.clock_skew_seconds)
-    return any(_explains(edge, a, b, skew) for edge in edges)
-
-
 def _ref(ev: Event) -> str:
     where = ev.node or "job"
     return f"{ev.kind}@{where}:{ev.location}"
@@ -111,31 +44,20 @@ def correlate(ruleset: RuleSet, ctx: ExecutionContext, events: Iterable[Event],
     lo, hi = job_window(ctx, graph)
     end_t = ctx.end.timestamp() if ctx.end else math.inf
     evs = sorted((e for e in events if e.role != "context" and in_window(e, lo, hi)), key=Event.sort_key)
-    placed = [_Placed(e, e.time.timestamp() if e.time else end_t, i) for i, e in enumerate(evs)]
+    placed = [Placed(e, e.time.timestamp() if e.time else end_t, i) for i, e in enumerate(evs)]
     causes = [p for p in placed if p.ev.role == "cause"]
+    rel = Relation(graph, causes, placed)
 
-    explainers: dict[int, list[_Placed]] = {}
-    explains_count: Counter[int] = Counter()
-    cache: dict = {}
-    for b in placed:
-        for a in causes:
-            if _explainer(graph, a, b, cache):
-                explainers.setdefault(b.idx, []).append(a)
-                explains_count[a.idx] += 1
-
-    def demoted(c: _Placed) -> bool:
-        for a in explainers.get(c.idx, ()):
-            mutual = any(x is c for x in explainers.get(a.idx, ()))
-            if not mutual:
-                return True
-        return False
+    def demoted(c: Placed) -> bool:  # explained by a cause it does not explain in turn
+        return any(not rel.explains(c, a) for a in rel.explainers(c))
 
     remaining = [c for c in causes if not demoted(c)]
-    remaining.sort(key=lambda c: (math.floor(c.t) if c.t != math.inf else math.inf, -explains_count[c.idx],
+    remaining.sort(key=lambda c: (math.floor(c.t) if c.t != math.inf else math.inf, -rel.count(c),
                                   c.ev.node or "\uffff", c.ev.sort_key()))
+    remaining_idx = {c.idx for c in remaining}
     decision = ruleset.job_states.decide(ctx.state)
 
-    root: _Placed | None = None
+    root: Placed | None = None
     culprits: list[tuple[str, str | None]] = []
     if decision.final:
         outcome, action, confidence = decision.outcome, decision.action, decision.confidence
@@ -151,19 +73,11 @@ def correlate(ruleset: RuleSet, ctx: ExecutionContext, events: Iterable[Event],
     else:
         outcome, action, confidence, culprits = _hint_or_state(ruleset, ctx, placed, decision)
 
-    root_idx = root.idx if root else None
     symptoms: list[Symptom] = []
     for p in placed:
-        if p is root or (p.ev.role == "cause" and p in remaining):
+        if p is root or p.idx in remaining_idx:
             continue
-        exps = explainers.get(p.idx, [])
-        ref = None
-        if root_idx is not None and any(a.idx == root_idx for a in exps):
-            ref = "root_cause"
-        elif exps:
-            best = min(exps, key=lambda a: (a in remaining and 0 or 1, a.t, a.idx))
-            ref = _ref(best.ev)
-        symptoms.append(Symptom(p.ev, ref))
+        symptoms.append(Symptom(p.ev, _symptom_ref(rel, p, root, remaining_idx)))
     if max_symptoms is not None and len(symptoms) > max_symptoms:
         symptoms = symptoms[:max_symptoms]
 
@@ -184,7 +98,20 @@ def correlate(ruleset: RuleSet, ctx: ExecutionContext, events: Iterable[Event],
     )
 
 
-def _culprits(root: _Placed, remaining: list[_Placed]) -> list[tuple[str, str | None]]:
+def _symptom_ref(rel: Relation, p: Placed, root: Placed | None, remaining_idx: set[int]) -> str | None:
+    """What explains a symptom: the root cause if it does, else the earliest remaining cause that does, else
+    the earliest (demoted) cause that does; None when nothing does."""
+    if root is not None and rel.explains(root, p):
+        return "root_cause"
+    first = None
+    for a in rel.explainers(p):
+        if a.idx in remaining_idx:
+            return _ref(a.ev)
+        first = first or a
+    return _ref(first.ev) if first is not None else None
+
+
+def _culprits(root: Placed, remaining: list[Placed]) -> list[tuple[str, str | None]]:
     out: dict[str, str | None] = {}
     for c in [root] + remaining:
         e = c.ev
@@ -196,7 +123,7 @@ def _culprits(root: _Placed, remaining: list[_Placed]) -> list[tuple[str, str | 
     return [(n, out[n]) for n in order if n in out]
 
 
-def _hint_or_state(ruleset: RuleSet, ctx: ExecutionContext, placed: list[_Placed], decision):
+def _hint_or_state(ruleset: RuleSet, ctx: ExecutionContext, placed: list[Placed], decision):
     best = None
     for p in placed:
         spec = ruleset.kinds.get(p.ev.kind)
@@ -227,7 +154,7 @@ def _fmt_time(t: datetime | None) -> str:
 
 
 def explain(ruleset: RuleSet, ctx: ExecutionContext, outcome: str, root: Event | None,
-            culprits: list[tuple[str, str | None]], placed: list[_Placed], final: bool) -> str:
+            culprits: list[tuple[str, str | None]], placed: list[Placed], final: bool) -> str:
     """One sentence for a human: what broke first, where, and what followed."""
     symptoms = [p.ev for p in placed if p.ev is not root and (p.ev.role == "symptom" or p.ev.role == "cause")]
     if final:

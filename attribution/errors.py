@@ -27,7 +27,12 @@ class RulePackError(AttributionError):
 
 
 class StoreError(AttributionError):
-    """The database could not be reached or refused the work."""
+    """The database could not be reached or refused the work. `permanent`: it refused this data itself (a value
+    out of range, a limit), so trying the same work again can never succeed."""
+
+    def __init__(self, message: str, permanent: bool = False) -> None:
+        self.permanent = permanent
+        super().__init__(message)
 
 
 class ConfigError(AttributionError):

@@ -34,13 +34,18 @@ def normalize_gpu(value: str | None) -> str | None:
     return f"{domain}:{bus.rjust(2, '0')}:{dev.rjust(2, '0')}"
 
 
+INT4_MAX = 2**31 - 1
+
+
 def _int(v: str | None) -> int | None:
-    if v is None:
+    """A captured number, or None when it is not one or is beyond any real code or rank (the store's int4)."""
+    if v is None or len(v) > 12:
         return None
     try:
-        return int(v)
+        n = int(v)
     except ValueError:
         return None
+    return n if -INT4_MAX <= n <= INT4_MAX else None
 
 
 def resolve_node(ctx: ExecutionContext, obs: Observation, groups: Mapping[str, str]) -> str | None:

@@ -143,7 +143,8 @@ class Event:
     def sort_key(self) -> tuple:
         """A total order independent of the order in which events were produced."""
         t = self.time.timestamp() if self.time else float("inf")
-        return (t, self.node or "", self.location, self.rule, self.kind)
+        return (t, self.node or "", self.location, self.rule, self.kind, self.gpu or "",
+                -1 if self.code is None else self.code, self.line, self.message)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import hostlist
 import yaml
@@ -45,6 +45,24 @@ def expand_nodes(value: Any, origin: str = "nodes") -> tuple[str, ...]:
     return tuple(unique)
 
 
+#: The longest name accepted for a node, cluster, job, user or partition: a DNS name is at most 253 characters
+#: (Linux host names at most 64); longer is not a name, and would not fit the store's btree indexes.
+MAX_NAME = 255
+
+
+def _check_name(value: Any, field: str, origin: str) -> None:
+    if value is not None and len(str(value)) > MAX_NAME:
+        raise InputError(origin, f"{field}: a name of {len(str(value))} characters (at most {MAX_NAME})")
+
+
+def check_storable(ctx: ExecutionContext, nodes: Iterable[str | None] = (), origin: str = "job context") -> None:
+    """Refuse (InputError) a context, or event nodes, with names no real system has (see MAX_NAME)."""
+    for field in ("cluster", "job_id", "user", "partition", "failed_node"):
+        _check_name(getattr(ctx, field), field, origin)
+    for n in (*ctx.nodes, *nodes):
+        _check_name(n, "node", origin)
+
+
 def _time(value: Any, field: str, origin: str, zone) -> datetime | None:
     if value is None or value == "":
         return None
@@ -53,7 +71,10 @@ def _time(value: Any, field: str, origin: str, zone) -> datetime | None:
     if isinstance(value, date):
         return as_utc(datetime(value.year, value.month, value.day), zone)
     if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(float(value), tz=UTC)
+        try:
+            return datetime.fromtimestamp(float(value), tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            raise InputError(origin, f"{field}: {value!r} is not a time (seconds since 1970 out of range)") from None
     try:
         return parse_iso(str(value), zone)
     except TimeError:
@@ -86,7 +107,7 @@ def context_from_mapping(data: dict, origin: str) -> ExecutionContext:
     """Build a context from an already-parsed mapping (context.yaml, the API, a connector)."""
     if not isinstance(data, dict):
         raise InputError(origin, "expected a mapping of context fields")
-    unknown = sorted(set(data) - KNOWN_FIELDS)
+    unknown = sorted(map(str, set(data) - KNOWN_FIELDS))
     if unknown:
         raise InputError(origin, f"unknown field(s): {', '.join(map(str, unknown))}")
     for required in ("cluster", "job_id", "nodes"):
@@ -99,6 +120,10 @@ def context_from_mapping(data: dict, origin: str) -> ExecutionContext:
     nodes = expand_nodes(data["nodes"], origin)
     if not nodes:
         raise InputError(origin, "nodes: empty node list")
+    for field in ("cluster", "job_id", "user", "partition", "failed_node"):
+        _check_name(data.get(field), field, origin)
+    for n in nodes:
+        _check_name(n, "nodes", origin)
     boot = data.get("boot_time") or {}
     if not isinstance(boot, dict):
         raise InputError(origin, "boot_time: expected a mapping of node name to time")
@@ -133,6 +158,8 @@ def parse_context(text: str, origin: str = "context.yaml") -> ExecutionContext:
     """context.yaml text to an ExecutionContext. Pure."""
     try:
         data = yaml.safe_load(text)
+    except (ValueError, OverflowError) as exc:  # a YAML timestamp like 2026-13-45 fails in the constructor
+        raise InputError(origin, f"unreadable value: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

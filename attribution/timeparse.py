@@ -26,6 +26,8 @@ def resolve_zone(name: str | None) -> tzinfo:
     if m:
         sign = 1 if m.group(1) == "+" else -1
         delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3) or 0))
+        if delta >= timedelta(hours=24):
+            raise TimeError(f"time zone offset {name!r} is not under 24 hours")
         return timezone(sign * delta)
     try:
         return ZoneInfo(name)

@@ -40,7 +40,7 @@ def _keep_marker(pg) -> Path:
 
 @contextlib.contextmanager
 def open_store(ctx: click.Context | None, auto_migrate: bool = True, pool_size: int | None = None,
-               settings=None, application_name: str = "attribution"):
+               settings=None, application_name: str = "attribution", deadline: float | None = None):
     """An engine on the configured database, or on the embedded one (started for this command and stopped after
     the last command using it, unless `attribution db start` keeps it running)."""
     from ..store import db as storedb
@@ -54,7 +54,8 @@ def open_store(ctx: click.Context | None, auto_migrate: bool = True, pool_size: 
         lease = _embedded_lease(EmbeddedPostgres(settings.embedded_dir))
     with lease:
         target = storedb.resolve_target(settings)
-        engine = storedb.make_engine(target, settings, pool_size=pool_size, application_name=application_name)
+        engine = storedb.make_engine(target, settings, pool_size=pool_size, application_name=application_name,
+                                     deadline=deadline)
         try:
             if target.embedded and auto_migrate:
                 migrate.upgrade(engine)

@@ -16,9 +16,10 @@ from ..timeparse import UTC, TimeError, YearGuesser, as_utc, parse_iso
 
 _KUBECTL_PREFIX = re.compile(r"^\[pod/(?P<pod>[^/\]\s]+)/(?P<container>[^\]\s]+)\] ")
 _KUBECTL_TS = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")
-_LABEL = re.compile(r"^\s*(?:P(?P<het>\d+) )?(?P<task>\d+): ")
-_RANK = re.compile(r"^\[[Rr]ank ?(?P<rank>\d+)\]: ?")
-_RANK_IN_MESSAGE = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
+# task ids and ranks are at most 9 digits: a "rank" beyond any real job is text, not a rank (and fits an int4)
+_LABEL = re.compile(r"^\s*(?:P(?P<het>\d{1,9}) )?(?P<task>\d{1,9}): ")
+_RANK = re.compile(r"^\[[Rr]ank ?(?P<rank>\d{1,9})\]: ?")
+_RANK_IN_MESSAGE = re.compile(r"\[(?:PG [^\[\]]*?)?Rank (?P<rank>\d{1,9})\]")  # no "[" inside: linear time
 _NCCL = re.compile(
     r"^(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] )?(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) "
     r"\[(?P<dev>\d+)\] ")

@@ -10,7 +10,8 @@ import random
 import time
 from typing import Callable, TypeVar
 
-from sqlalchemy import Connection, Engine
+import psycopg
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ..errors import StoreError
@@ -18,35 +19,62 @@ from ..errors import StoreError
 T = TypeVar("T")
 
 #: SQLSTATEs worth retrying: serialization failure, deadlock, lock timeout, admin shutdown / crash recovery,
-#: cannot connect now, too many connections.
-RETRYABLE_SQLSTATES = frozenset({"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300", "08000", "08003",
-                                 "08006", "08001", "08004"})
+#: cannot connect now, too many connections, and the connection exceptions (class 08).
+RETRYABLE_SQLSTATES = frozenset({"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300"})
+#: SQLSTATE classes meaning "this data can never be stored": data exception, integrity violation, program limit
+#: (e.g. an index row too large). Retrying is useless; a spooled payload with such data is set aside.
+PERMANENT_CLASSES = frozenset({"22", "23", "54"})
+#: Never start an attempt with less than this left before the deadline (a connect alone may take 2 s).
+MIN_ATTEMPT_SECONDS = 0.5
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    return getattr(orig, "sqlstate", None)
 
 
 def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, OperationalError):
-        return True
-    if isinstance(exc, DBAPIError):
-        code = getattr(exc.orig, "sqlstate", None)
-        return code in RETRYABLE_SQLSTATES or bool(getattr(exc, "connection_invalidated", False))
-    return False
+    code = _sqlstate(exc)
+    if code is None:  # no server answer at all: refused, reset, timed out while connecting
+        return isinstance(exc, (OperationalError, psycopg.OperationalError)) or bool(
+            getattr(exc, "connection_invalidated", False))
+    return code in RETRYABLE_SQLSTATES or code.startswith("08") or bool(
+        getattr(exc, "connection_invalidated", False))
+
+
+def _bound_timeouts(conn: Connection, deadline: float) -> None:
+    """Lower this transaction's statement and lock timeouts to what is left before the deadline."""
+    ms = max(100, int((deadline - time.monotonic()) * 1000))
+    conn.execute(text(
+        "SELECT set_config(name, (CASE WHEN setting::bigint = 0 OR setting::bigint > :ms THEN :ms "
+        "ELSE setting::bigint END)::text, true) FROM pg_settings WHERE name IN ('statement_timeout', 'lock_timeout')"),
+        {"ms": ms})
 
 
 def in_transaction(engine: Engine, work: Callable[[Connection], T], attempts: int = 5,
                    deadline: float | None = None, base_delay: float = 0.1) -> T:
     """Run `work` in one transaction; retry it from the start on deadlocks, lock timeouts and lost connections,
-    with bounded exponential backoff, never past `deadline` (a time.monotonic() value)."""
+    with bounded exponential backoff. With `deadline` (a time.monotonic() value) no attempt starts too close to
+    it and each attempt's statement and lock timeouts end at it, so the whole call ends about then."""
     last: BaseException | None = None
+    attempt = 0
     for attempt in range(attempts):
+        if deadline is not None and deadline - time.monotonic() < MIN_ATTEMPT_SECONDS:
+            if last is None:
+                raise StoreError("no time left before the deadline to try")
+            break
         try:
             with engine.begin() as conn:
+                if deadline is not None:
+                    _bound_timeouts(conn, deadline)
                 return work(conn)
-        except DBAPIError as exc:
+        except (DBAPIError, psycopg.Error) as exc:  # COPY through the driver raises psycopg's own errors
             if not _retryable(exc):
-                raise StoreError(_describe(exc)) from exc
+                code = _sqlstate(exc)
+                raise StoreError(_describe(exc), permanent=bool(code and code[:2] in PERMANENT_CLASSES)) from exc
             last = exc
         delay = min(2.0, base_delay * (2 ** attempt)) * (0.5 + random.random())
-        if deadline is not None and time.monotonic() + delay >= deadline:
+        if deadline is not None and time.monotonic() + delay + MIN_ATTEMPT_SECONDS >= deadline:
             break
         time.sleep(delay)
     raise StoreError(f"gave up after {attempt + 1} attempt(s): {_describe(last)}") from last

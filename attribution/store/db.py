@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass
 
 from sqlalchemy import create_engine, event
@@ -42,7 +44,8 @@ def resolve_target(settings: Settings, start_embedded: bool = True) -> Target:
 
 
 def make_engine(target: Target, settings: Settings, application_name: str = "attribution",
-                pool_size: int | None = None) -> Engine:
+                pool_size: int | None = None, deadline: float | None = None) -> Engine:
+    """An engine for the store. With `deadline` (a time.monotonic() value) no connection attempt waits past it."""
     db = settings.database
     options = f"-c statement_timeout={int(db.statement_timeout_ms)} -c lock_timeout={int(db.lock_timeout_ms)}"
     engine = create_engine(
@@ -53,6 +56,12 @@ def make_engine(target: Target, settings: Settings, application_name: str = "att
         connect_args={"connect_timeout": max(1, int(db.connect_timeout)), "options": options,
                       "application_name": application_name},
     )
+
+    if deadline is not None:
+        @event.listens_for(engine, "do_connect")
+        def _bounded(_dialect, _rec, _cargs, cparams):
+            left = int(deadline - time.monotonic())
+            cparams["connect_timeout"] = max(2, min(int(cparams.get("connect_timeout") or left), left))
 
     @event.listens_for(engine, "connect")
     def _utc(dbapi_conn, _record):  # every session in UTC: week boundaries and casts do not depend on the server

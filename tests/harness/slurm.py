@@ -466,7 +466,17 @@ class SlurmCluster:
     # ------------------------------------------------------------------ stop
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM every daemon listed in our pid files at once, wait for them
-        to exit (SIGKILL after ``timeout``).  Safe to call repeatedly."""
+        to exit (SIGKILL after ``timeout``).  Safe to call repeatedly.
+        Jobs still running are cancelled first, so no slurmstepd outlives the cluster."""
+        ctld = _read_pid(self.run_dir / "slurmctld.pid")
+        if ctld and _alive(ctld):
+            try:
+                self.run(["scancel", "--full", "--state=RUNNING,PENDING,SUSPENDED", "--quiet"], timeout=10)
+                end = time.monotonic() + 10
+                while time.monotonic() < end and self.run(["squeue", "-h", "-o", "%i"], timeout=10).stdout.strip():
+                    time.sleep(0.2)
+            except (OSError, subprocess.SubprocessError):
+                pass  # stopping must not fail; the daemons are killed below regardless
         pids: list[int] = []
         for pidfile, name in self._pid_files():
             pid = _read_pid(pidfile)
