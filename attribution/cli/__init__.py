@@ -80,7 +80,13 @@ def settings_of(ctx: click.Context):
 
 
 def _register() -> None:
-    from . import db, diagnose, hooks  # noqa: F401  (each module adds its commands to `main`)
+    """Each module of this package adds its commands to `main` when imported."""
+    import importlib
+    import pkgutil
+
+    for mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+        if not mod.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod}")
 
 
 _register()
