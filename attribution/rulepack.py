@@ -189,17 +189,96 @@ class JobStates:
 
 
 class Prefilter:
-    """One RE2 pass over raw bytes finding every line any rule of a source could match."""
+    """One pass over raw bytes finding every line any rule of a source could match.
 
-    __slots__ = ("_rx", "pattern")
+    RE2 decides which lines match (one alternation of the rules' patterns, searched again from the next line
+    after each hit). When Hyperscan is installed (SIMD multi-pattern automata, linear time like RE2, several
+    times faster) it goes first over windows of ~64 KB cut at line ends and stops at the first match; RE2 then
+    only searches the windows with a match. The lines found are RE2's either way; Hyperscan only skips the
+    windows without any, which at realistic fault rates is nearly all of a log.
+    """
+
+    __slots__ = ("_rx", "pattern", "patterns", "_hs", "_hs_tried")
+
+    WINDOW = 64 << 10
 
     def __init__(self, patterns: Iterable[str]) -> None:
-        alts = [f"(?:{p})" for p in patterns]
+        self.patterns = tuple(patterns)
+        alts = [f"(?:{p})" for p in self.patterns]
         self.pattern = "(?m)" + "|".join(alts) if alts else r"(?m)\A\z"
         self._rx = compile_re2(self.pattern.encode("utf-8"))
+        self._hs = None
+        self._hs_tried = False
 
     def find(self, block: bytes) -> list[int]:
-        return [m.start() for m in self._rx.finditer(block)]
+        """Sorted offsets, one on each line with a match."""
+        if not self._hs_tried:
+            self._hs_tried = True
+            self._hs = hyperscan_database(self.patterns)
+        if self._hs is None:
+            return self.find_re2(block)
+        out: list[int] = []
+        view = memoryview(block)
+        n = len(block)
+        pos = 0
+        while pos < n:
+            end = pos + self.WINDOW
+            if end >= n:
+                end = n
+            else:
+                nl = block.find(b"\n", end)
+                end = n if nl < 0 else nl + 1
+            if self._any(view[pos:end]):
+                out += self.find_re2(block, pos, end)
+            pos = end
+        return out
+
+    def _any(self, window) -> bool:
+        import hyperscan
+
+        try:
+            self._hs.scan(window, match_event_handler=_stop)
+        except hyperscan.ScanTerminated:
+            return True
+        return False
+
+    def find_re2(self, block: bytes, pos: int = 0, endpos: int | None = None) -> list[int]:
+        # search again from the next line after each hit: resuming at the end of the match would skip the next
+        # line when a match runs on past its line (`\s*` eats a newline)
+        endpos = len(block) if endpos is None else endpos
+        out = []
+        search = self._rx.search
+        while pos < endpos and (m := search(block, pos, endpos)) is not None:
+            start = m.start()
+            out.append(start)
+            nl = block.find(b"\n", start, endpos)
+            if nl < 0:
+                break
+            pos = nl + 1
+        return out
+
+
+def _stop(*_args) -> bool:
+    return True  # a match: stop scanning this window
+
+
+def hyperscan_database(patterns: tuple[str, ...]):
+    """A Hyperscan block-mode database of the patterns (multi-line), or None when
+    Hyperscan is not installed (it has wheels for x86-64 Linux) or refuses a pattern."""
+    if not patterns:
+        return None
+    try:
+        import hyperscan
+    except ImportError:
+        return None
+    flags = hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY | hyperscan.HS_FLAG_SINGLEMATCH
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    try:
+        db.compile(expressions=[p.encode("utf-8") for p in patterns], ids=list(range(len(patterns))),
+                   elements=len(patterns), flags=[flags] * len(patterns))
+    except hyperscan.error:
+        return None
+    return db
 
 
 class AllLines:
@@ -267,6 +346,10 @@ def default_rules_dir() -> Path:
     return here.parent / "rules"
 
 
+#: libyaml's parser when PyYAML was built with it (the wheels are): the rule pack loads ~10x faster.
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_rules(directory: Path | str | None = None) -> RuleSet:
     """Load and validate a rule pack. Raises RulePackError listing every problem."""
     root = Path(directory) if directory else default_rules_dir()
@@ -286,8 +369,8 @@ def load_rules(directory: Path | str | None = None) -> RuleSet:
         shown = str(path)
         try:
             text = raw.decode("utf-8")
-            tree = yaml.compose(text, Loader=yaml.SafeLoader)
-            data = yaml.safe_load(text)
+            tree = yaml.compose(text, Loader=_SAFE_LOADER)  # the node tree: line numbers for problems
+            data = yaml.load(text, Loader=_SAFE_LOADER)
         except UnicodeDecodeError:
             problems.append(f"{shown}:1: not UTF-8 text")
             continue

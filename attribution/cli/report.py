@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from sqlalchemy import Engine
-
-from ..store import queries
+if TYPE_CHECKING:  # the CLI imports no database code until a command needs it
+    from sqlalchemy import Engine
 
 
 def fleet_summary(engine: Engine, echo: Callable[[str], None]) -> None:
+    from ..store import queries
+
     echo("\n== verdicts by outcome")
     for outcome, n in queries.outcomes(engine):
         echo(f"  {n:>5}  {outcome}")

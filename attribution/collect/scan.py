@@ -45,7 +45,7 @@ def scan(fp: BinaryIO, stats: ReadStats, prefilter: Prefilter) -> Iterator[Hit]:
             pos = s
             last_start = s
             yield Hit(lineno, s, e, block)
-        base += block.count(b"\n")
+        base = stats.lines + 1  # read_blocks counted the block's newlines
 
 
 def previous_line(block: bytes, start: int) -> tuple[int, int] | None:
