@@ -242,7 +242,8 @@ class JobSession:
         if cur is not None and cur[1] == digest:
             return cur[0], False
         root = verdict.root_cause
-        root_id = self._event_id(root) if root else None
+        ids = self._event_ids()
+        root_id = ids.get((root.rule, root.location, root.kind, root.line)) if root else None
         vid = self.conn.execute(text(
             "INSERT INTO attribution.verdicts (job_ref, outcome, confidence, action, root_event_id, root_kind, "
             "root_code, root_node, root_gpu, root_time, culprit_nodes, explanation, rules_version, input_digest, "
@@ -254,7 +255,7 @@ class JobSession:
              "rt": root.time if root else None, "cul": [n for n, _ in verdict.culprits],
              "ex": verdict.explanation, "rv": verdict.rules_version, "dg": digest,
              "doc": json.dumps(document)}).scalar_one()
-        self._save_roles(verdict, vid)
+        self._save_roles(verdict, vid, ids)
         self.conn.execute(text("UPDATE attribution.jobs SET current_verdict_id = :v, updated_at = now() "
                                "WHERE id = :job"), {"v": vid, "job": self.job.id})
         old_key = _root_key(self.ctx.cluster, *cur[2:]) if cur is not None else None
@@ -279,11 +280,7 @@ class JobSession:
             "WHERE je.job_ref = :job"), {"job": self.job.id}).all()
         return {(r[1], r[2], r[3], r[4]): r[0] for r in rows}
 
-    def _event_id(self, ev: Event) -> int | None:
-        return self._event_ids().get((ev.rule, ev.location, ev.kind, ev.line))
-
-    def _save_roles(self, verdict: Verdict, vid: int) -> None:
-        ids = self._event_ids()
+    def _save_roles(self, verdict: Verdict, vid: int, ids: dict[tuple, int]) -> None:
         roles: dict[int, str] = {}
         for e in verdict.causes:
             i = ids.get((e.rule, e.location, e.kind, e.line))
@@ -307,14 +304,16 @@ class JobSession:
                                    "FROM STDIN") as cp:
                 for r in sorted(set(sym_rows)):
                     cp.write_row(r)
-        self.conn.execute(text("UPDATE attribution.job_events SET role_in_job = 'not_attributed' "
-                               "WHERE job_ref = :job AND role_in_job <> 'not_attributed'"), {"job": self.job.id})
-        if roles:
-            self.conn.execute(text(
-                "UPDATE attribution.job_events je SET role_in_job = r.role FROM "
-                "(SELECT unnest(CAST(:ids AS bigint[])) AS id, unnest(CAST(:roles AS text[])) AS role) r "
-                "WHERE je.job_ref = :job AND je.event_id = r.id"),
-                {"job": self.job.id, "ids": list(roles), "roles": list(roles.values())})
+        # one statement, and only the links whose role changed are rewritten (a link the verdict does not
+        # mention is 'unattributed', the column default)
+        self.conn.execute(text(
+            "UPDATE attribution.job_events je SET role_in_job = x.role FROM ("
+            "  SELECT l.event_id, coalesce(r.role, 'unattributed') AS role FROM attribution.job_events l"
+            "  LEFT JOIN (SELECT unnest(CAST(:ids AS bigint[])) AS id, unnest(CAST(:roles AS text[])) AS role) r"
+            "    ON r.id = l.event_id"
+            "  WHERE l.job_ref = :job) x "
+            "WHERE je.job_ref = :job AND je.event_id = x.event_id AND je.role_in_job IS DISTINCT FROM x.role"),
+            {"job": self.job.id, "ids": list(roles), "roles": list(roles.values())})
 
 
 def _root_key(cluster: str, outcome, node, gpu, kind, code, when) -> tuple | None:

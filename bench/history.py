@@ -1,0 +1,167 @@
+"""A year of fleet history generated inside PostgreSQL, for the fleet-query benchmark.
+
+The fleet: 10,000 nodes with 8 GPUs each (80,000 GPUs), 52 weeks ending now, one job per 100 events.
+Hardware is what it is: over the year the fleet logs HARDWARE_CAUSES hardware-cause events (GPU off the bus,
+ECC, NVLink, firmware) and HARDWARE_CONTEXT context events (Xid 63 row-remap notices), most of them on the
+fleet's lemons (2 % of the GPUs take 80 % of the causes), the rest anywhere, as field reports describe (a few
+nodes account for most exclusions). What grows with the number of jobs is the jobs' own output: NCCL errors,
+watchdog timeouts, task exits. So a larger history of the same fleet and year is more symptoms, not more
+hardware faults: `fill(..., hardware=True)` writes the year's hardware events among its symptoms, later fills
+add jobs with symptoms only. Causes are linked to their job; jobs with a cause get a verdict with that root
+cause. The rollups (fault_weeks, fault_series, failed_roots) are rebuilt from the raw tables with the same
+definitions the ingest path maintains, so the views read what they would read after ingesting this history.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from sqlalchemy import Engine, text
+
+NODES = 10_000
+GPUS_PER_NODE = 8
+LEMON_GPUS = 1_600
+WEEKS = 52
+EVENTS_PER_JOB = 100
+HARDWARE_CAUSES = 50_000
+HARDWARE_CONTEXT = 100_000
+INFRA = "('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')"
+
+CAUSES = "ARRAY['gpu_fallen_off_bus','gpu_ecc_dbe','nvlink_error','gpu_ecc_contained','gpu_xid_error']"
+CAUSE_CODES = "ARRAY[79, 48, 74, 94, 119]"
+CAUSE_OUTCOMES = "ARRAY['gpu_hardware','gpu_hardware','nvlink','gpu_hardware','gpu_hardware']"
+
+
+def fill(engine: Engine, start_index: int, count: int, hardware: bool) -> None:
+    """Events start_index .. start_index+count-1. With `hardware`, one event in count/HARDWARE_CAUSES is a cause
+    and one in count/HARDWARE_CONTEXT a context event (the year's hardware); otherwise all are symptoms."""
+    lo, hi = start_index, start_index + count - 1
+    cause_every = max(1, count // HARDWARE_CAUSES) if hardware else 0
+    context_every = max(1, count // HARDWARE_CONTEXT) if hardware else 0
+    with engine.begin() as c:
+        c.execute(text("SET LOCAL statement_timeout = 0"))
+        c.execute(text(
+            "SELECT attribution.ensure_event_partition(now() - make_interval(days => d)) "
+            "FROM generate_series(0, 7 * :w + 31, 28) d"), {"w": WEEKS})
+        c.execute(text("SELECT attribution.ensure_event_partition(now())"))
+        # jobs for the new events: job k owns events k*100 .. k*100+99
+        c.execute(text(f"""
+            INSERT INTO attribution.jobs (cluster, job_id, start_time, end_time, user_name, state, nodes,
+                                          gpus_per_node, context, context_source, context_rank)
+            SELECT 'fleet', k::text, t - interval '3 hours', t, 'user' || (k % 97), 'FAILED',
+                   ARRAY['n' || lpad(((k * 7919) % {NODES})::text, 5, '0')], {GPUS_PER_NODE}, '{{}}'::jsonb, 'bench', 3
+            FROM (SELECT k, now() - make_interval(secs => ((k * 2654435761) % ({WEEKS} * 7 * 86400))) AS t
+                  FROM generate_series(CAST(:lo AS bigint) / {EVENTS_PER_JOB}, CAST(:hi AS bigint) / {EVENTS_PER_JOB}) k) x
+            ON CONFLICT DO NOTHING"""), {"lo": lo, "hi": hi})
+        c.execute(text(f"""
+            WITH ins AS (
+            INSERT INTO attribution.events (occurred_at, fingerprint, cluster, node, source, kind, role, code, gpu,
+                                            rank, time_exact, outcome, action, severity, rule, location, message,
+                                            line)
+            SELECT t, decode(md5(i::text), 'hex'), 'fleet', 'n' || lpad(node::text, 5, '0'),
+                   CASE WHEN cls = 2 THEN 'job' ELSE 'kernel' END,
+                   CASE WHEN cls = 2 THEN 'nccl_error' WHEN cls = 1 THEN 'gpu_row_remap_pending'
+                        ELSE ({CAUSES})[1 + (i / 7) % 5] END,
+                   CASE WHEN cls = 2 THEN 'symptom' WHEN cls = 1 THEN 'context' ELSE 'cause' END,
+                   CASE WHEN cls = 2 THEN NULL WHEN cls = 1 THEN 63 ELSE ({CAUSE_CODES})[1 + (i / 7) % 5] END,
+                   CASE WHEN cls = 2 THEN NULL ELSE '0000\\:' || lpad(to_hex(16 + gpu % {GPUS_PER_NODE}), 2, '0')
+                        || '\\:00' END,
+                   NULL, true,
+                   CASE WHEN cls <> 0 THEN NULL ELSE ({CAUSE_OUTCOMES})[1 + (i / 7) % 5] END,
+                   NULL, 'error', 'bench.generated', 'bench\\:' || i, 'generated event ' || i, 'generated event ' || i
+            FROM (
+              SELECT i, cls,
+                     now() - make_interval(secs => (((i / {EVENTS_PER_JOB}) * 2654435761) % ({WEEKS} * 7 * 86400))
+                                                   + (i % {EVENTS_PER_JOB}) * 7) AS t,
+                     g AS gpu, g / {GPUS_PER_NODE} AS node
+              FROM (SELECT i, cls,
+                           CASE WHEN cls = 0 AND (i * 31) % 10 < 8 THEN (i * 7) % {LEMON_GPUS}
+                                WHEN cls <= 1 THEN (i * 104729) % ({NODES} * {GPUS_PER_NODE})
+                                ELSE (((i / {EVENTS_PER_JOB}) * 7919) % {NODES}) * {GPUS_PER_NODE} END AS g
+                    FROM (SELECT i, CASE WHEN :ce > 0 AND i % :ce = 0 THEN 0
+                                         WHEN :xe > 0 AND i % :xe = 1 THEN 1 ELSE 2 END AS cls
+                          FROM generate_series(CAST(:lo AS bigint), CAST(:hi AS bigint)) i) ci) gi
+            ) e
+            RETURNING id, occurred_at, role, split_part(location, '\\:', 2)::bigint / {EVENTS_PER_JOB} AS job_no
+            )
+            INSERT INTO attribution.job_events (job_ref, event_id, event_time, role_in_job)
+            SELECT j.id, ins.id, ins.occurred_at, 'cause'
+            FROM ins JOIN attribution.jobs j ON j.cluster = 'fleet' AND j.job_id = ins.job_no::text
+            WHERE ins.role = 'cause'"""), {"lo": lo, "hi": hi, "ce": cause_every, "xe": context_every})
+        c.execute(text(f"""
+            WITH roots AS (
+              SELECT DISTINCT ON (je.job_ref) je.job_ref, e.*
+              FROM attribution.job_events je JOIN attribution.events e
+                ON e.id = je.event_id AND e.occurred_at = je.event_time
+              JOIN attribution.jobs j ON j.id = je.job_ref
+              WHERE j.current_verdict_id IS NULL
+              ORDER BY je.job_ref, e.occurred_at
+            ), v AS (
+              INSERT INTO attribution.verdicts (job_ref, outcome, confidence, action, root_event_id, root_kind,
+                                                root_code, root_node, root_gpu, root_time, culprit_nodes,
+                                                explanation, rules_version, input_digest, document)
+              SELECT job_ref, outcome, 'high', 'drain_node', id, kind, code, node, gpu, occurred_at, ARRAY[node],
+                     'generated', 'bench', md5(job_ref::text), '{{}}'::jsonb
+              FROM roots RETURNING id, job_ref
+            )
+            UPDATE attribution.jobs j SET current_verdict_id = v.id FROM v WHERE j.id = v.job_ref"""))
+        rebuild_rollups(c)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+        c.execute(text("VACUUM ANALYZE"))
+
+
+def rebuild_rollups(c) -> None:
+    c.execute(text("TRUNCATE attribution.fault_weeks, attribution.fault_series, attribution.failed_roots"))
+    c.execute(text(f"""
+        INSERT INTO attribution.fault_weeks (cluster, node, gpu_key, kind, code_key, week, role, outcome, scope,
+                                             events, first_seen, last_seen)
+        SELECT cluster, node, coalesce(gpu, ''), kind, coalesce(code, -1),
+               (date_trunc('week', occurred_at AT TIME ZONE 'UTC'))::date, min(role), min(outcome),
+               min(CASE WHEN source IN ('job', 'scheduler') THEN 'job' ELSE 'node' END), count(*),
+               min(occurred_at), max(occurred_at)
+        FROM attribution.events
+        WHERE node IS NOT NULL
+          AND ((source NOT IN ('job', 'scheduler') AND role <> 'symptom' AND coalesce(outcome, '') <> 'application')
+               OR (role = 'cause' AND outcome IN {INFRA}))
+        GROUP BY 1, 2, 3, 4, 5, 6"""))
+    c.execute(text("""
+        INSERT INTO attribution.fault_series (cluster, node, gpu_key, kind, code_key, role, outcome, scope, events,
+                                              weeks, first_seen, last_seen)
+        SELECT cluster, node, gpu_key, kind, code_key, min(role), min(outcome), min(scope), sum(events), count(*),
+               min(first_seen), max(last_seen)
+        FROM attribution.fault_weeks GROUP BY 1, 2, 3, 4, 5"""))
+    c.execute(text(f"""
+        INSERT INTO attribution.failed_roots (cluster, node, gpu_key, kind, code_key, week, jobs)
+        SELECT j.cluster, v.root_node, coalesce(v.root_gpu, ''), v.root_kind, coalesce(v.root_code, -1),
+               (date_trunc('week', coalesce(v.root_time, j.end_time) AT TIME ZONE 'UTC'))::date, count(*)
+        FROM attribution.jobs j JOIN attribution.verdicts v ON v.id = j.current_verdict_id
+        WHERE v.root_node IS NOT NULL AND v.outcome IN {INFRA}
+        GROUP BY 1, 2, 3, 4, 5, 6"""))
+
+
+def query_times(engine: Engine, repeat: int = 5) -> dict[str, float]:
+    from attribution.drain import load_policy
+    from attribution.rulepack import load_rules
+    from attribution.store import drain as sd
+
+    from .run import ROOT
+
+    sd.load_policy(engine, load_policy(load_rules(ROOT / "rules")))
+    queries = {
+        "recurring_faults": "SELECT * FROM attribution.recurring_faults",
+        "drain_plan": "SELECT * FROM attribution.drain_candidates",
+        "node_faults_weekly": "SELECT * FROM attribution.node_faults_weekly WHERE week >= "
+                              "(date_trunc('week', now()) - interval '4 weeks')::date",
+    }
+    out = {}
+    with engine.connect() as c:
+        for name, sql in queries.items():
+            c.execute(text(sql)).all()  # warm
+            ts = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                c.execute(text(sql)).all()
+                ts.append(time.perf_counter() - t0)
+            out[name] = statistics.median(ts)
+    return out
