@@ -51,11 +51,15 @@ def _bound_timeouts(conn: Connection, deadline: float) -> None:
         {"ms": ms})
 
 
-def in_transaction(engine: Engine, work: Callable[[Connection], T], attempts: int = 5,
+def in_transaction(engine: Engine, work: Callable[[Connection], T], attempts: int | None = None,
                    deadline: float | None = None, base_delay: float = 0.1) -> T:
-    """Run `work` in one transaction; retry it from the start on deadlocks, lock timeouts and lost connections,
-    with bounded exponential backoff. With `deadline` (a time.monotonic() value) no attempt starts too close to
-    it and each attempt's statement and lock timeouts end at it, so the whole call ends about then."""
+    """Run `work` in one transaction; retry it from the start on deadlocks, lock timeouts, a full server ("too
+    many connections") and lost connections, with bounded exponential backoff (at most 2 s). Without `deadline`
+    it tries `attempts` times (default 5). With `deadline` (a time.monotonic() value) it keeps trying while
+    time is left (a thousand epilogs of one job wait their turn instead of giving up), no attempt starts too
+    close to the deadline, and each attempt's statement and lock timeouts end at it."""
+    if attempts is None:
+        attempts = 5 if deadline is None else 1_000_000
     last: BaseException | None = None
     attempt = 0
     for attempt in range(attempts):
