@@ -85,6 +85,10 @@ def live(tmp_path_factory):
         cluster.run(["scancel", jobs["cancel"]])
         for name in ("gpu", "ok", "array", "cancel"):
             _sacct_has_ended(cluster, jobs[name], rows_expected=2 if name == "array" else 1)
+        # a whole second after these jobs ended and before any later test's job ends (sacct has whole seconds)
+        ended = (datetime.now(UTC) + timedelta(seconds=1)).replace(microsecond=0)
+        time.sleep((ended - datetime.now(UTC)).total_seconds() + 0.1)
+        cluster.ended = ended
         cluster.jobs = jobs
         cluster.started = started
         cluster.logs = logs
@@ -153,11 +157,12 @@ def test_backfill_stores_every_failed_job_once_and_resumes(live, pg_url, tmp_pat
     cfg.write_text(f"database:\n  url: {pg_url}\nconnectors:\n  files:\n    - {{path: '{live.logs}/$node/kern.log', "
                    f"source: kernel}}\n")
     since = (live.started - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%S")
-    args = ["--config", str(cfg), "backfill", "--since", since]
+    # until the fixture's jobs had ended: a job another test cancels meanwhile stays out of both runs
+    args = ["--config", str(cfg), "backfill", "--since", since, "--until", live.ended.strftime("%Y-%m-%dT%H:%M:%S")]
     first = CliRunner().invoke(main, args)
     assert first.exit_code == 0, first.output
     failed = int(re.search(r"(\d+) failed job\(s\) ended", first.output).group(1))
-    assert failed >= 4  # the GPU job, two array tasks, the cancelled job (and any other test's cancelled job)
+    assert failed == 4  # the GPU job, two array tasks, the cancelled job
     assert f"stored {failed} verdict(s)" in first.output and "skipped 0 already stored" in first.output
     from sqlalchemy import create_engine
 

@@ -14,8 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from .conftest import CASES, INCIDENTS, ROOT, bundles
 
 

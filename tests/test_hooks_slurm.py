@@ -253,10 +253,14 @@ def test_garbage_logs_and_output_never_fail_a_hook(cluster, db):
 
 
 def test_cancelled_job_is_scheduler(cluster, db):
-    job = _job(cluster, "sleep 300", nodes=1)
-    deadline = time.time() + 30
-    while cluster.job_info(job).get("JobState") != "RUNNING" and time.time() < deadline:
+    # Cancel once the batch script runs: slurmctld says RUNNING at allocation, before the node starts the script,
+    # and a job cancelled before that has no signal status to see (hooks/README.md, "Limits").
+    started = cluster.base / "jobs" / "cancel-started"
+    job = _job(cluster, f"touch {started}; sleep 300", nodes=1)
+    deadline = time.time() + 60
+    while not started.exists() and time.time() < deadline:
         time.sleep(0.2)
+    assert started.exists(), "the job's script never started"
     cluster.run(["scancel", job])
     cluster.wait_job(job)
     _wait_runs(cluster, job, {"epilog-ctld": 1})

@@ -262,7 +262,6 @@ class SlurmCluster:
         os.chmod(self.munge_key, 0o600)
 
     def _write_configs(self) -> None:
-        b = self.base_dir
         ncpu = os.cpu_count() or 1
         lines = [
             f"ClusterName={self.cluster_name}",
