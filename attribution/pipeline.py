@@ -52,34 +52,97 @@ def diagnose_bundle(ruleset: RuleSet, bundle: Path, max_symptoms: int | None = N
 
 def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event], coverage: list[Coverage],
            source: str, deadline: float | None = None):
-    """Store a job's events and coverage and re-attribute the job from everything stored for it.
+    """Store a job's events and coverage, then re-attribute the job from everything stored for it.
 
-    Idempotent: the same input twice adds no event and no verdict. Any number of processes may ingest
-    pieces of one job concurrently (node epilogs, the controller); each re-attribution sees all pieces
-    stored before it, so the last one leaves the verdict of the whole evidence.
+    Idempotent: the same input twice adds no event and no verdict. Any number of processes may ingest pieces
+    of one job concurrently (node epilogs, the controller). Storing is one transaction per piece under the
+    job's lock; attributing is coalesced: one process at a time computes the verdict, the others mark the job
+    pending and return (verdict None). The attributor clears the mark before reading the evidence and looks
+    again after it commits, so the last verdict is always that of the whole evidence, while a thousand pieces
+    cost a few attributions instead of a thousand.
     """
+    from .correlate import in_window, job_window
     from .render import verdict_to_dict
     from .store import in_transaction
     from .store.writer import IngestResult, JobSession
-
-    from .correlate import in_window, job_window
 
     check_storable(ctx, {e.node for e in events})
     lo, hi = job_window(ctx, ruleset.graph)
     inside = [e for e in events if in_window(e, lo, hi)]
     outside = [e for e in events if not in_window(e, lo, hi)]
 
-    def work(conn):
+    def store(conn):
         s = JobSession(conn, ctx, source)
         new, linked = s.add_events(inside)
         new += s.add_events(outside, link=False)[0]
         s.set_coverage(coverage)
-        stored_ctx = s.stored_context()
-        verdict = correlate(ruleset, stored_ctx, s.events(), s.coverage())
-        vid, changed = s.save_verdict(verdict, verdict_to_dict(verdict))
-        return IngestResult(s.job, new, linked, vid, changed), verdict
+        s.mark_pending()
+        done = None
+        if not s.contended and s.claim_attribution():  # alone: store and attribute in one transaction
+            done = s.attribute(ruleset, correlate, verdict_to_dict)
+        return s.job, new, linked, done
 
-    return in_transaction(engine, work, deadline=deadline)
+    job, new, linked, done = in_transaction(engine, store, deadline=deadline)
+    vid, changed, verdict = done or (None, False, None)
+    # others were storing this job too: attribute now unless one of them is at it (it will look again)
+    again = attribute_pending(ruleset, engine, ctx, job, deadline, known_pending=done is None)
+    if again is not None:
+        vid, verdict, changed = again[0], again[2], changed or again[1]
+    if vid is None:
+        vid = in_transaction(engine, lambda c: JobSession(c, ctx, source, job=job).current_verdict_id(),
+                             deadline=deadline)
+    return IngestResult(job, new, linked, vid, changed), verdict
+
+
+def attribute_pending(ruleset: RuleSet, engine, ctx: ExecutionContext, job, deadline: float | None = None,
+                      known_pending: bool = False):
+    """Attribute the job while evidence is pending and nobody else is attributing it. Returns the last
+    (verdict id, whether any verdict changed, verdict), or None when this process attributed nothing.
+    Also how a job left pending by a process that died between storing and attributing gets its verdict."""
+    from .render import verdict_to_dict
+    from .store import in_transaction
+    from .store.writer import JobSession
+
+    def session(conn):
+        return JobSession(conn, ctx, "attribute", job=job)
+
+    def attempt(conn):
+        s = session(conn)
+        return s.attribute(ruleset, correlate, verdict_to_dict) if s.claim_attribution() else None
+
+    last = None
+    changed = False
+    pending = known_pending or in_transaction(engine, lambda c: session(c).pending(), deadline=deadline)
+    while pending and (done := in_transaction(engine, attempt, deadline=deadline)) is not None:
+        changed = changed or done[1]
+        last = (done[0], changed, done[2])
+        pending = in_transaction(engine, lambda c: session(c).pending(), deadline=deadline)
+    return last
+
+
+def attribute_all_pending(ruleset: RuleSet, engine, deadline: float | None = None) -> int:
+    """Attribute every job whose stored evidence is newer than its verdict (left so by a process killed between
+    storing and attributing, or whose attributor gave up). Safe beside live ingests: it only takes jobs nobody
+    is attributing. Returns how many jobs got a verdict computed."""
+    import time
+
+    from sqlalchemy import text
+
+    from .serialize import context_from_json
+    from .store import in_transaction
+    from .store.writer import JobRef
+
+    rows = in_transaction(engine, lambda c: c.execute(text(
+        "SELECT id, cluster, job_id, start_time, context FROM attribution.jobs WHERE attribution_pending "
+        "ORDER BY id")).all(), deadline=deadline)
+    done = 0
+    for job_ref, cluster, job_id, start, doc in rows:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        ctx = context_from_json(doc)
+        if attribute_pending(ruleset, engine, ctx, JobRef(job_ref, cluster, job_id, start), deadline) is not None:
+            done += 1
+    return done
 
 
 def ingest_bundle(ruleset: RuleSet, engine, bundle: Path):

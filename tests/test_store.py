@@ -135,6 +135,36 @@ def test_pieces_in_any_order_end_with_the_whole_bundle_verdict(ruleset, store, o
     assert counts(store)["jobs"] == 1
 
 
+def test_evidence_stored_by_a_process_that_died_before_attributing_gets_its_verdict(ruleset, store, pg_url,
+                                                                                      tmp_path):
+    """Evidence committed while another process was attributing the job is only marked pending; if its process is
+    killed before it attributes, `attribution db attribute-pending` (a timer) computes the verdict."""
+    from click.testing import CliRunner
+
+    from attribution.cli import main
+    from attribution.store.writer import JobSession
+
+    bundle = INCIDENTS / "04-xid74-nvlink"
+    whole = verdict_to_dict(diagnose_bundle(ruleset, bundle).verdict)
+    *nodes, (ctx, evs, cov, source) = _pieces(ruleset, bundle)
+    for piece in nodes:
+        ingest(ruleset, store, *piece)
+    with store.begin() as conn:  # what the killed process got done: its evidence stored and marked pending
+        s = JobSession(conn, ctx, source)
+        s.add_events(evs)
+        s.set_coverage(cov)
+        s.mark_pending()
+    assert current_document(store, "kestrel", "90417") != whole
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"database:\n  url: {pg_url}\n")
+    r = CliRunner().invoke(main, ["--config", str(cfg), "db", "attribute-pending"])
+    assert r.exit_code == 0, r.output
+    assert "attributed 1 pending job(s)" in r.output
+    assert current_document(store, "kestrel", "90417") == whole
+    again = CliRunner().invoke(main, ["--config", str(cfg), "db", "attribute-pending"])
+    assert "attributed 0 pending job(s)" in again.output
+
+
 def test_the_verdict_history_keeps_every_change(ruleset, store):
     pieces = _pieces(ruleset, INCIDENTS / "01-xid79-fallen-off-bus")
     for ctx, evs, cov, source in pieces:

@@ -34,7 +34,7 @@ def add_report_routes(app: FastAPI, svc: Service) -> None:
         return IngestOut(job=JobRefOut(cluster=job.cluster, job_id=job.job_id, start=format_utc(job.start)),
                          new_events=result.new_events, linked_events=result.linked_events,
                          verdict_id=result.verdict_id, verdict_changed=result.verdict_changed,
-                         outcome=verdict.outcome)
+                         outcome=verdict.outcome if verdict else None)
 
     @app.post("/v1/observations", response_model=IngestOut, dependencies=reporter, tags=["report"],
               openapi_extra=policy("report"), responses=ERROR_RESPONSES,

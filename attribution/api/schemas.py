@@ -160,7 +160,9 @@ class IngestOut(BaseModel):
     linked_events: int
     verdict_id: int | None
     verdict_changed: bool
-    outcome: str
+    #: the verdict this report led to; null when another report of the job was being attributed at that moment
+    #: (that process includes this report's evidence: GET the verdict for it)
+    outcome: str | None
 
 
 class ErrorOut(BaseModel):

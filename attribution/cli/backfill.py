@@ -80,7 +80,7 @@ def backfill(ctx: click.Context, since: str, until: str | None, redo: bool, **co
                     failures.append(f"job {job.display_id}: {exc}")
                     continue
                 _, verdict = ingest(rs, engine, d.context, list(d.events), list(d.coverage), source="sacct")
-                outcomes[verdict.outcome] += 1
+                outcomes[verdict.outcome if verdict else "attributed by another process"] += 1
     for f in failures:
         click.echo(f"attribution: {f}", err=True)
     done = sum(outcomes.values())

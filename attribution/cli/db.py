@@ -126,6 +126,21 @@ def db_stop(ctx: click.Context) -> None:
     pg.stop()
 
 
+@db.command("attribute-pending")
+@click.option("--timeout", type=float, default=None, help="Stop after this many seconds (the rest stay pending).")
+@click.pass_context
+def db_attribute_pending(ctx: click.Context, timeout: float | None) -> None:
+    """Compute the verdict of every job with evidence newer than its verdict (e.g. after an ingest was killed
+    between storing and attributing); safe to run from a timer beside live ingests."""
+    from ..pipeline import attribute_all_pending
+
+    rs = ruleset_of(ctx)
+    deadline = time.monotonic() + timeout if timeout else None
+    with open_store(ctx) as engine:
+        n = attribute_all_pending(rs, engine, deadline)
+    click.echo(f"attributed {n} pending job(s)")
+
+
 @main.command()
 @click.argument("bundles", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.pass_context
@@ -137,7 +152,8 @@ def ingest(ctx: click.Context, bundles: tuple[Path, ...]) -> None:
     with open_store(ctx) as engine:
         for b in bundles:
             result, verdict = ingest_bundle(rs, engine, b)
-            click.echo(f"{b}: {verdict.outcome:<16} {result.new_events:>5} new event(s), "
+            outcome = verdict.outcome if verdict else "(attributed by another process)"
+            click.echo(f"{b}: {outcome:<16} {result.new_events:>5} new event(s), "
                        f"{'new verdict' if result.verdict_changed else 'verdict unchanged'}")
 
 
@@ -162,6 +178,9 @@ def demo(ctx: click.Context, weeks: int, incidents: Path | None) -> None:
         click.echo(f"\n== {len(examples)} example incidents")
         for b in examples:
             _, v = ingest_bundle(rs, engine, b)
+            if v is None:
+                click.echo(f"{b.name:<32} (attributed by another process)")
+                continue
             root = v.root_cause
             click.echo(f"{b.name:<32} {v.outcome:<16} {v.action:<16} "
                        f"{(root.kind + ' on ' + (root.node or '-')) if root else '-'}")

@@ -58,6 +58,7 @@ class Job(Base):
         UniqueConstraint("cluster", "job_id", "start_time"),
         Index(None, "cluster", "job_id"),
         Index(None, "end_time"),
+        Index("ix_jobs_attribution_pending", "id", postgresql_where=text("attribution_pending")),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
@@ -78,6 +79,8 @@ class Job(Base):
     current_verdict_id: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
     updated_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+    #: evidence was stored after the current verdict was computed; whoever attributes next clears it
+    attribution_pending: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
 
 
 class Event(Base):

@@ -50,8 +50,8 @@ class IngestResult:
     verdict_changed: bool
 
 
-def _lock_key(cluster: str, job_id: str) -> str:
-    return f"attribution.job/{cluster}/{job_id}"
+def _lock_key(cluster: str, job_id: str, what: str = "job") -> str:
+    return f"attribution.{what}/{cluster}/{job_id}"
 
 
 def _int4(v: int | None) -> int | None:
@@ -62,14 +62,56 @@ def _int4(v: int | None) -> int | None:
 class JobSession:
     """Everything stored about one job, inside one transaction that holds the job's advisory lock."""
 
-    def __init__(self, conn: Connection, ctx: ExecutionContext, source: str) -> None:
+    def __init__(self, conn: Connection, ctx: ExecutionContext, source: str, job: JobRef | None = None) -> None:
+        """Without `job`: take the job's advisory lock and find or create its row (to store evidence). With the
+        `job` a previous transaction found: no lock (to attribute, after `claim_attribution`)."""
         self.conn = conn
         self.ctx = ctx
         self.source = source
         self.rank = CONTEXT_RANK.get(source, 1)
-        conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
-                     {"k": _lock_key(ctx.cluster, ctx.job_id)})
+        if job is not None:
+            self.job = job
+            self.contended = False
+            return
+        key = {"k": _lock_key(ctx.cluster, ctx.job_id)}
+        # another process storing this job right now: then attributing is left to whoever attributes next
+        self.contended = not conn.execute(text("SELECT pg_try_advisory_xact_lock(hashtextextended(:k, 0))"),
+                                          key).scalar_one()
+        if self.contended:
+            conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), key)
         self.job = self._find_or_create()
+
+    # -- who attributes ------------------------------------------------------------------------------------------
+    def mark_pending(self) -> None:
+        """Evidence was stored: the job's verdict must be computed again (by this process or the one at it)."""
+        self.conn.execute(text("UPDATE attribution.jobs SET attribution_pending = true WHERE id = :id"),
+                          {"id": self.job.id})
+
+    def claim_attribution(self) -> bool:
+        """True when this transaction is now the job's only attributor and evidence is pending (the mark is
+        cleared). Never waits: when another process is attributing the job it will see the pending mark after
+        it commits and go again."""
+        got = self.conn.execute(text("SELECT pg_try_advisory_xact_lock(hashtextextended(:k, 0))"),
+                                {"k": _lock_key(self.ctx.cluster, self.ctx.job_id, "attribute")}).scalar_one()
+        if not got:
+            return False
+        return self.conn.execute(text(
+            "UPDATE attribution.jobs SET attribution_pending = false WHERE id = :id AND attribution_pending "
+            "RETURNING true"), {"id": self.job.id}).first() is not None
+
+    def attribute(self, ruleset, correlate, render) -> tuple[int, bool, Verdict]:
+        """Compute the job's verdict from everything stored for it and save it (after claim_attribution)."""
+        verdict = correlate(ruleset, self.stored_context(), self.events(), self.coverage())
+        vid, changed = self.save_verdict(verdict, render(verdict))
+        return vid, changed, verdict
+
+    def pending(self) -> bool:
+        return bool(self.conn.execute(text("SELECT attribution_pending FROM attribution.jobs WHERE id = :id"),
+                                      {"id": self.job.id}).scalar())
+
+    def current_verdict_id(self) -> int | None:
+        return self.conn.execute(text("SELECT current_verdict_id FROM attribution.jobs WHERE id = :id"),
+                                 {"id": self.job.id}).scalar()
 
     # -- the job row ---------------------------------------------------------------------------------------
     def _find_or_create(self) -> JobRef:
