@@ -56,10 +56,10 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
 
     Idempotent: the same input twice adds no event and no verdict. Any number of processes may ingest pieces
     of one job concurrently (node epilogs, the controller). Storing is one transaction per piece under the
-    job's lock; attributing is coalesced: one process at a time computes the verdict, the others mark the job
-    pending and return (verdict None). The attributor clears the mark before reading the evidence and looks
-    again after it commits, so the last verdict is always that of the whole evidence, while a thousand pieces
-    cost a few attributions instead of a thousand.
+    job's lock, counting the job's evidence (jobs.evidence_seq); attributing is coalesced: one process at a
+    time computes the verdict and records the count it read before the evidence (attributed_seq), the others
+    return (verdict None). The attributor looks again after it commits, so the last verdict is always that of
+    the whole evidence, while a thousand pieces cost a few attributions instead of a thousand.
     """
     from .correlate import in_window, job_window
     from .render import verdict_to_dict
@@ -133,7 +133,7 @@ def attribute_all_pending(ruleset: RuleSet, engine, deadline: float | None = Non
     from .store.writer import JobRef
 
     rows = in_transaction(engine, lambda c: c.execute(text(
-        "SELECT id, cluster, job_id, start_time, context FROM attribution.jobs WHERE attribution_pending "
+        "SELECT id, cluster, job_id, start_time, context FROM attribution.jobs WHERE evidence_seq > attributed_seq "
         "ORDER BY id")).all(), deadline=deadline)
     done = 0
     for job_ref, cluster, job_id, start, doc in rows:

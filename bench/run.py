@@ -13,7 +13,6 @@ import argparse
 import os
 import platform
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
@@ -292,63 +291,126 @@ def _forked_epilog(env: dict, argv: list[str], out: Path) -> int:
         os._exit(code)
 
 
-def bench_storm(work: Path, quick: bool) -> Result:
-    from sqlalchemy import text
-
-    import attribution.cli.hooks  # noqa: F401  (imported before forking, shared by every child)
-    from attribution.rulepack import load_rules
+def _storm_logs(storm: Path, n: int) -> list[Path]:
     from bench.gen import write_kernel_log
 
-    load_rules(ROOT / "rules").prefilter("kernel").find(b"warm-up\n")
-    n = int(os.environ.get("BENCH_STORM_NODES", 32 if quick else 512))
-    storm = work / "storm"
-    storm.mkdir()
-    pg, engine, url = database(storm, "storm")
     logs = []
     for i in range(n):
         p = storm / f"kernel-{i}.log"
         write_kernel_log(p, 2_000, 0, seed=i, xid79_at=1_000 if i == 7 else None)
         logs.append(p)
+    return logs
+
+
+def _run_storm(storm: Path, n: int, logs: list[Path], engine, base_env: dict) -> tuple[float, int, list[str], float]:
+    """Fork the n epilogs at once; wall time until the last one ends, peak connections to the database, outputs,
+    and the CPU seconds the epilog processes used themselves."""
+    from sqlalchemy import text
+
     pids = []
     peak = 0
     t0 = time.perf_counter()
-    try:
-        for i in range(n):
-            env = dict(os.environ, ATTRIBUTION_DATABASE_URL=url, ATTRIBUTION_HOME=str(storm / f"home-{i}"),
-                       SLURM_JOB_ID="4242", SLURMD_NODENAME=f"n{i:04d}", SLURM_NODELIST=f"n[0000-{n - 1:04d}]",
-                       SLURM_JOB_EXIT_CODE="256", SLURM_SCRIPT_CONTEXT="epilog_slurmd", SLURM_CLUSTER_NAME="storm",
-                       SLURM_JOB_START_TIME="1773129600")
-            pids.append(_forked_epilog(env, ["epilog", "--budget", "120", "--kernel-file", str(logs[i])],
-                                       storm / f"out-{i}.txt"))
-        left = set(pids)
-        while left:
-            with engine.connect() as c:
-                peak = max(peak, c.execute(text("SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                                                "current_database()")).scalar())
-            for pid in list(left):
-                done, _ = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    left.discard(pid)
-            time.sleep(0.2)
-        total = time.perf_counter() - t0
-        outputs = [(storm / f"out-{i}.txt").read_text() for i in range(n)]
+    for i in range(n):
+        env = dict(base_env, ATTRIBUTION_HOME=str(storm / f"home-{i}"),
+                   SLURM_JOB_ID="4242", SLURMD_NODENAME=f"n{i:04d}", SLURM_NODELIST=f"n[0000-{n - 1:04d}]",
+                   SLURM_JOB_EXIT_CODE="256", SLURM_SCRIPT_CONTEXT="epilog_slurmd", SLURM_CLUSTER_NAME="storm",
+                   SLURM_JOB_START_TIME="1773129600")
+        pids.append(_forked_epilog(env, ["epilog", "--budget", "120", "--kernel-file", str(logs[i])],
+                                   storm / f"out-{i}.txt"))
+    left = set(pids)
+    cpu = 0.0
+    while left:
         with engine.connect() as c:
-            cov = c.execute(text("SELECT count(DISTINCT node_key) FROM attribution.coverage")).scalar()
-            verdict = c.execute(text("SELECT outcome, root_node FROM attribution.job_verdicts")).first()
-            max_conn = c.execute(text("SHOW max_connections")).scalar()
+            peak = max(peak, c.execute(text("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                                            "current_database()")).scalar())
+        for pid in list(left):
+            done, _, usage = os.wait4(pid, os.WNOHANG)
+            if done:
+                left.discard(pid)
+                cpu += usage.ru_utime + usage.ru_stime
+        time.sleep(0.2)
+    total = time.perf_counter() - t0
+    return total, peak, [(storm / f"out-{i}.txt").read_text() for i in range(n)], cpu
+
+
+def _storm_result(name: str, n: int, run: tuple, engine, baseline: str, bound: int, notes: list[str]) -> Result:
+    total, peak, outputs, cpu = run
+    from sqlalchemy import text
+
+    with engine.connect() as c:
+        cov = c.execute(text("SELECT count(DISTINCT node_key) FROM attribution.coverage")).scalar()
+        verdict = c.execute(text("SELECT outcome, root_node FROM attribution.job_verdicts")).first()
+        verdicts = c.execute(text("SELECT count(*) FROM attribution.verdicts")).scalar()
+    stored = sum("; stored;" in o for o in outputs)
+    spooled = sum("spooled" in o for o in outputs)
+    ok = cov == n and stored == n and peak <= bound and verdict is not None and verdict[1] == "n0007"
+    return Result(name, f"{total:.1f} s for all; {stored} stored directly, {spooled} spooled; peak {peak} connections",
+                  baseline, f"{n / total:.1f} epilogs/s", "all observations stored, connections bounded", ok,
+                  [f"coverage rows for {cov} nodes; verdict {verdict[0]} on {verdict[1]}" if verdict
+                   else "no verdict",
+                   f"{verdicts} verdict row(s) in the job's history (one each time the verdict changed)",
+                   f"the epilog processes used {cpu:.1f} CPU seconds ({cpu / n * 1000:.0f} ms each: Python, reading "
+                   f"and extracting the log, the client side of the store); on this machine's {os.cpu_count()} "
+                   f"cores that alone takes {cpu / (os.cpu_count() or 1):.1f} s of the wall time, where {n} real "
+                   f"nodes run theirs in parallel", *notes])
+
+
+def _storm_setup(work: Path, name: str, quick: bool):
+    """The storm's node count, folder, database and kernel logs, with attribution imported before forking."""
+    import attribution.cli.hooks  # noqa: F401  (imported before forking, shared by every child)
+    from attribution.rulepack import load_rules
+
+    load_rules(ROOT / "rules").prefilter("kernel").find(b"warm-up\n")
+    n = int(os.environ.get("BENCH_STORM_NODES", 32 if quick else 512))
+    storm = work / name
+    storm.mkdir()
+    pg, engine, url = database(storm, "storm")
+    return n, storm, pg, engine, url, _storm_logs(storm, n)
+
+
+def bench_storm(work: Path, quick: bool) -> Result:
+    n, storm, pg, engine, url, logs = _storm_setup(work, "storm", quick)
+    try:
+        from sqlalchemy import text
+
+        with engine.connect() as c:
+            max_conn = int(c.execute(text("SHOW max_connections")).scalar())
+        run = _run_storm(storm, n, logs, engine, dict(os.environ, ATTRIBUTION_DATABASE_URL=url))
+        return _storm_result(f"5. {n} node epilogs of one failed job started together against one database", n,
+                             run, engine, f"max_connections {max_conn} (embedded default)",
+                             max_conn, ["each epilog is a child forked from one interpreter that imported "
+                                        "attribution (copy-on-write); its own environment, output, rule use, log "
+                                        "read and database connection"])
     finally:
         engine.dispose()
         pg.stop()
-    stored = sum("; stored;" in o for o in outputs)
-    spooled = sum("spooled" in o for o in outputs)
-    ok = cov == n and stored == n and peak <= int(max_conn)
-    return Result(f"5. {n} node epilogs of one failed job started together against one database",
-                  f"{total:.1f} s for all; {stored} stored directly, {spooled} spooled; peak {peak} connections",
-                  f"max_connections {max_conn} (embedded default)", f"{n / total:.1f} epilogs/s",
-                  "all observations stored, connections bounded", ok,
-                  [f"coverage rows for {cov} nodes; verdict {verdict[0]} on {verdict[1]}" if verdict else "no verdict",
-                   "each epilog is a child forked from one interpreter that imported attribution (copy-on-write); "
-                   "its own environment, output, rule use, log read and database connection"])
+
+
+def bench_storm_service(work: Path, quick: bool) -> Result:
+    """The same storm, the hooks reporting to `attribution serve` (2 workers, 8 connections each) instead."""
+    from tests.harness.service import start_service
+
+    n, storm, pg, engine, url, logs = _storm_setup(work, "storm-service", quick)
+    workers, pool = 2, 8
+    svc = start_service(url, storm / "service", service={"db_pool_size": pool, "request_timeout_seconds": 110,
+                                                          "client_timeout_seconds": 110}, workers=workers)
+    try:
+        token = storm / "report.token"
+        fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(svc.tokens["report"] + "\n")
+        cfg = storm / "hooks.yaml"
+        cfg.write_text(f"service_url: {svc.url}\nservice_token_file: {token}\n"
+                       f"service:\n  client_timeout_seconds: 110\n")
+        env = {k: v for k, v in os.environ.items() if k != "ATTRIBUTION_DATABASE_URL"}
+        run = _run_storm(storm, n, logs, engine, dict(env, ATTRIBUTION_CONFIG=str(cfg)))
+        return _storm_result(f"5b. the same {n} epilogs reporting to the service ({workers} workers)", n, run,
+                             engine, f"bound: {workers} workers x {pool} pooled connections", workers * pool + 2,
+                             ["peak connections counts the benchmark's own monitoring connection"])
+    finally:
+        svc.stop()
+        engine.dispose()
+        pg.stop()
 
 
 # -- 6. correlation of a storm ------------------------------------------------------------------------------------
@@ -446,12 +508,12 @@ def write_report(results: list[Result], quick: bool, path: Path) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test of the benchmarks)")
-    ap.add_argument("--only", nargs="*", default=None, help="extract store fleet hook storm correlate")
+    ap.add_argument("--only", nargs="*", default=None, help="extract store fleet hook storm storm-service correlate")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     benches = {"extract": bench_extract, "store": bench_store, "fleet": bench_fleet, "hook": bench_hook,
-               "storm": bench_storm, "correlate": bench_correlate}
+               "storm": bench_storm, "storm-service": bench_storm_service, "correlate": bench_correlate}
     chosen = args.only or list(benches)
     results = []
     with tempfile.TemporaryDirectory(prefix="attribution-bench-") as tmp:

@@ -58,7 +58,7 @@ class Job(Base):
         UniqueConstraint("cluster", "job_id", "start_time"),
         Index(None, "cluster", "job_id"),
         Index(None, "end_time"),
-        Index("ix_jobs_attribution_pending", "id", postgresql_where=text("attribution_pending")),
+        Index("ix_jobs_attribution_pending", "id", postgresql_where=text("evidence_seq > attributed_seq")),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
@@ -80,7 +80,9 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
     updated_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
     #: evidence was stored after the current verdict was computed; whoever attributes next clears it
-    attribution_pending: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    # evidence stored (pieces counted) and the count the current verdict was computed from (coalesced attribution)
+    evidence_seq: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    attributed_seq: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
 
 
 class Event(Base):

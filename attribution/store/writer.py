@@ -83,31 +83,36 @@ class JobSession:
 
     # -- who attributes ------------------------------------------------------------------------------------------
     def mark_pending(self) -> None:
-        """Evidence was stored: the job's verdict must be computed again (by this process or the one at it)."""
-        self.conn.execute(text("UPDATE attribution.jobs SET attribution_pending = true WHERE id = :id"),
+        """Evidence was stored: count it, so the job's verdict is computed again (by this process or the one at
+        it). The job's row is already locked by this transaction (`_find_or_create`)."""
+        self.conn.execute(text("UPDATE attribution.jobs SET evidence_seq = evidence_seq + 1 WHERE id = :id"),
                           {"id": self.job.id})
 
     def claim_attribution(self) -> bool:
-        """True when this transaction is now the job's only attributor and evidence is pending (the mark is
-        cleared). Never waits: when another process is attributing the job it will see the pending mark after
-        it commits and go again."""
+        """True when this transaction is now the job's only attributor and evidence newer than the verdict is
+        stored. Never waits, and locks no row: another process attributing the job will see the newer evidence
+        count after it commits and go again, and storers go on storing meanwhile."""
         got = self.conn.execute(text("SELECT pg_try_advisory_xact_lock(hashtextextended(:k, 0))"),
                                 {"k": _lock_key(self.ctx.cluster, self.ctx.job_id, "attribute")}).scalar_one()
         if not got:
             return False
-        return self.conn.execute(text(
-            "UPDATE attribution.jobs SET attribution_pending = false WHERE id = :id AND attribution_pending "
-            "RETURNING true"), {"id": self.job.id}).first() is not None
+        # read before the evidence (read committed: each later statement sees at least what this count counts)
+        seq, done = self.conn.execute(text("SELECT evidence_seq, attributed_seq FROM attribution.jobs WHERE id = :id"),
+                                      {"id": self.job.id}).one()
+        self._claimed_seq = seq
+        return seq > done
 
     def attribute(self, ruleset, correlate, render) -> tuple[int, bool, Verdict]:
         """Compute the job's verdict from everything stored for it and save it (after claim_attribution)."""
         verdict = correlate(ruleset, self.stored_context(), self.events(), self.coverage())
         vid, changed = self.save_verdict(verdict, render(verdict))
+        self.conn.execute(text("UPDATE attribution.jobs SET attributed_seq = greatest(attributed_seq, :s) "
+                               "WHERE id = :id"), {"s": self._claimed_seq, "id": self.job.id})
         return vid, changed, verdict
 
     def pending(self) -> bool:
-        return bool(self.conn.execute(text("SELECT attribution_pending FROM attribution.jobs WHERE id = :id"),
-                                      {"id": self.job.id}).scalar())
+        return bool(self.conn.execute(text("SELECT evidence_seq > attributed_seq FROM attribution.jobs "
+                                           "WHERE id = :id"), {"id": self.job.id}).scalar())
 
     def current_verdict_id(self) -> int | None:
         return self.conn.execute(text("SELECT current_verdict_id FROM attribution.jobs WHERE id = :id"),
