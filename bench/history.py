@@ -89,7 +89,7 @@ def fill(engine: Engine, start_index: int, count: int, hardware: bool) -> None:
             SELECT j.id, ins.id, ins.occurred_at, 'cause'
             FROM ins JOIN attribution.jobs j ON j.cluster = 'fleet' AND j.job_id = ins.job_no::text
             WHERE ins.role = 'cause'"""), {"lo": lo, "hi": hi, "ce": cause_every, "xe": context_every})
-        c.execute(text(f"""
+        c.execute(text("""
             WITH roots AS (
               SELECT DISTINCT ON (je.job_ref) je.job_ref, e.*
               FROM attribution.job_events je JOIN attribution.events e
@@ -102,7 +102,7 @@ def fill(engine: Engine, start_index: int, count: int, hardware: bool) -> None:
                                                 root_code, root_node, root_gpu, root_time, culprit_nodes,
                                                 explanation, rules_version, input_digest, document)
               SELECT job_ref, outcome, 'high', 'drain_node', id, kind, code, node, gpu, occurred_at, ARRAY[node],
-                     'generated', 'bench', md5(job_ref::text), '{{}}'::jsonb
+                     'generated', 'bench', md5(job_ref::text), '{}'::jsonb
               FROM roots RETURNING id, job_ref
             )
             UPDATE attribution.jobs j SET current_verdict_id = v.id FROM v WHERE j.id = v.job_ref"""))
