@@ -160,8 +160,8 @@ def explain(ruleset: RuleSet, ctx: ExecutionContext, outcome: str, root: Event |
     if final:
         return f"The job ended {ctx.state}; nothing to attribute."
     if root is not None:
-        spec = ruleset.kinds[root.kind]
-        what = spec.summary
+        spec = ruleset.kinds.get(root.kind)  # stored by another rule-pack version, or reported from outside
+        what = spec.summary if spec else f"reported {root.kind!r}"
         if root.code is not None and root.source in ("kernel", "fabricmanager") and "xid" in root.rule.lower():
             what = f"{what} (Xid {root.code})"
         dev = f"GPU {root.gpu} on {root.node}" if root.gpu and root.node else (root.node or "the job")

@@ -83,15 +83,16 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
         return s.job, new, linked, done
 
     job, new, linked, done = in_transaction(engine, store, deadline=deadline)
-    vid, changed, verdict = done or (None, False, None)
+    if done is not None:  # stored and attributed at once; whoever stores after this commit attributes again
+        vid, changed, verdict = done
+        return IngestResult(job, new, linked, vid, changed), verdict
     # others were storing this job too: attribute now unless one of them is at it (it will look again)
-    again = attribute_pending(ruleset, engine, ctx, job, deadline, known_pending=done is None)
+    again = attribute_pending(ruleset, engine, ctx, job, deadline, known_pending=True)
     if again is not None:
-        vid, verdict, changed = again[0], again[2], changed or again[1]
-    if vid is None:
-        vid = in_transaction(engine, lambda c: JobSession(c, ctx, source, job=job).current_verdict_id(),
-                             deadline=deadline)
-    return IngestResult(job, new, linked, vid, changed), verdict
+        return IngestResult(job, new, linked, again[0], again[1]), again[2]
+    vid = in_transaction(engine, lambda c: JobSession(c, ctx, source, job=job).current_verdict_id(),
+                         deadline=deadline)
+    return IngestResult(job, new, linked, vid, False), None
 
 
 def attribute_pending(ruleset: RuleSet, engine, ctx: ExecutionContext, job, deadline: float | None = None,

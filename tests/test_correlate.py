@@ -145,3 +145,13 @@ def test_application_root_names_no_culprit_even_with_a_later_infra_cause(ruleset
     ib = ev(ruleset, "ib_link_down", "b", 50)
     v = correlate(ruleset, CTX, [py, ib])
     assert v.root_cause is py and v.culprits == () and v.confidence == "medium"
+
+
+def test_an_event_of_a_kind_the_rule_pack_does_not_know_is_attributed_not_crashed_on(ruleset):
+    """Found by the schema-driven service test: a report (or a stored event of another rule-pack version) whose
+    kind this pack does not define became the root cause, and explaining it raised KeyError (a 500)."""
+    odd = Event(kind="\xa0W", role="cause", rule="elsewhere.rule", source="node", location="x:1", line="l",
+                message="m", node="a", time=T0, outcome="host", action="drain_node", severity="error")
+    watchdog = ev(ruleset, "nccl_watchdog_timeout", "b", 30)
+    v = correlate(ruleset, CTX, [odd, watchdog])
+    assert v.root_cause is odd and "'\\xa0W'" in v.explanation

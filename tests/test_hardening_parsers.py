@@ -86,6 +86,24 @@ def test_kernel_line_parser_takes_any_text(batch, zone, boot):
         assert isinstance(r.text, str)
 
 
+def test_an_absurd_uptime_stamp_gives_no_time_and_no_crash():
+    """Found by the fuzz run in CI: a /dev/kmsg record whose microseconds field ran to 60 digits overflowed
+    timedelta and ended the read of the whole log."""
+    boot = datetime(2026, 11, 30, 8, 0, tzinfo=timezone.utc)
+    p = KernelLineParser(zone=resolve_zone(None), boot_time=boot)
+    xid = "NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    fuzzed = p.parse(f"4,32,1156677497{'8' * 50}0,-;{xid}")  # the fuzzer's line: no kmsg stamp is that long
+    assert fuzzed.time is None and xid in fuzzed.text
+    huge = p.parse(f"6,33,{'9' * 5000},-;{xid}")  # past Python's 4300-digit int limit
+    assert huge.time is None and xid in huge.text
+    kmsg = p.parse(f"4,32,{'9' * 20},-;{xid}")  # a kmsg record, but three million years of uptime
+    assert kmsg.time is None and kmsg.text == xid
+    raw = p.parse(f"[{'9' * 400}.000000] {xid}")  # float('9' * 400) is inf
+    assert raw.time is None and raw.text == xid
+    good = p.parse(f"4,34,123516537819,-;{xid}")  # a sane record right after is read as before
+    assert good.time == boot + timedelta(microseconds=123516537819) and good.text == xid
+
+
 @FAST
 @given(st.lists(lines, max_size=8), zones)
 def test_fabric_manager_line_parser_takes_any_text(batch, zone):

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, tzinfo
 from ..timeparse import MONTHS, UTC, TimeError, YearGuesser, as_utc, parse_iso
 
 # Each pattern is matched at the start of the line. Named groups: see KernelLineParser._build.
-_KMSG = re.compile(r"^(?P<prio>\d+),(?P<seq>\d+),(?P<usec>\d+),(?P<flag>[-+c])[^;]*;(?P<msg>.*)$")
+_KMSG = re.compile(r"^(?P<prio>\d{1,5}),(?P<seq>\d{1,20}),(?P<usec>\d{1,20}),(?P<flag>[-+c])[^;]*;(?P<msg>.*)$")
 _RAW = re.compile(r"^\[\s*(?P<sec>\d+\.\d+)\](?:\[\s*[TC]\d+\])?\s?(?P<msg>.*)$")
 _CTIME = re.compile(
     r"^\[(?:[A-Z][a-z]{2} )?(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d) "
@@ -34,6 +34,8 @@ _BARE = re.compile(r"^kernel: (?P<msg>.*)$")
 _PRINTK = re.compile(r"^\[\s*(?P<sec>\d+\.\d+)\]\s?")
 _JOURNAL_MARK = re.compile(r"^-- (?:Boot [0-9a-f]+|Reboot|Logs begin|Journal begins|No entries)")
 
+#: no machine has been up for a century: a longer uptime stamp is corruption, and gets no time
+MAX_UPTIME_SECONDS = 100 * 366 * 86400
 FORMATS = ("kmsg", "dmesg", "dmesg-T", "dmesg-iso", "syslog", "rfc3339", "talos", "bare")
 
 
@@ -79,9 +81,14 @@ class KernelLineParser:
 
     # -- one method per prefix format ---------------------------------------------------------------
     def _since_boot(self, seconds: float) -> datetime | None:
-        if self.boot_time is None:
+        """The wall time of an uptime stamp; None without a boot time or for an uptime no machine has (a
+        corrupted stamp of absurd length must not end the read)."""
+        if self.boot_time is None or not 0 <= seconds <= MAX_UPTIME_SECONDS:
             return None
-        return self.boot_time + timedelta(seconds=seconds)
+        try:
+            return self.boot_time + timedelta(seconds=seconds)
+        except OverflowError:  # a boot time near datetime.max
+            return None
 
     def _kmsg(self, line: str) -> KernelLine | None:
         m = _KMSG.match(line)
