@@ -127,21 +127,14 @@ def attribute_all_pending(ruleset: RuleSet, engine, deadline: float | None = Non
     is attributing. Returns how many jobs got a verdict computed."""
     import time
 
-    from sqlalchemy import text
-
-    from .serialize import context_from_json
     from .store import in_transaction
-    from .store.writer import JobRef
+    from .store.writer import pending_jobs
 
-    rows = in_transaction(engine, lambda c: c.execute(text(
-        "SELECT id, cluster, job_id, start_time, context FROM attribution.jobs WHERE evidence_seq > attributed_seq "
-        "ORDER BY id")).all(), deadline=deadline)
     done = 0
-    for job_ref, cluster, job_id, start, doc in rows:
+    for job, ctx in in_transaction(engine, pending_jobs, deadline=deadline):
         if deadline is not None and time.monotonic() >= deadline:
             break
-        ctx = context_from_json(doc)
-        if attribute_pending(ruleset, engine, ctx, JobRef(job_ref, cluster, job_id, start), deadline) is not None:
+        if attribute_pending(ruleset, engine, ctx, job, deadline) is not None:
             done += 1
     return done
 

@@ -195,7 +195,18 @@ class CoverageRecord(Base):
     reported_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
 
 
-class FaultWeek(Base):
+class FaultKey:
+    """The key the fault rollups share: one fault series per cluster, node, GPU ('' for none), kind and code (-1
+    for none)."""
+
+    cluster: Mapped[str] = mapped_column(Text)
+    node: Mapped[str] = mapped_column(Text)
+    gpu_key: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(Text)
+    code_key: Mapped[int] = mapped_column(Integer)
+
+
+class FaultWeek(FaultKey, Base):
     """Rollup kept at ingest: events per (cluster, node, gpu, kind, code, role, ISO week). The fleet-trend views
     read this instead of scanning every event."""
 
@@ -205,11 +216,6 @@ class FaultWeek(Base):
         Index(None, "week"),
     )
 
-    cluster: Mapped[str] = mapped_column(Text)
-    node: Mapped[str] = mapped_column(Text)
-    gpu_key: Mapped[str] = mapped_column(Text)
-    kind: Mapped[str] = mapped_column(Text)
-    code_key: Mapped[int] = mapped_column(Integer)
     week: Mapped[datetime] = mapped_column(Date)
     role: Mapped[str] = mapped_column(Text)
     outcome: Mapped[str | None] = mapped_column(Text)
@@ -219,7 +225,7 @@ class FaultWeek(Base):
     last_seen: Mapped[datetime] = mapped_column(TS)
 
 
-class FaultSeries(Base):
+class FaultSeries(FaultKey, Base):
     """Rollup kept at ingest: one row per (cluster, node, gpu, kind, code) with its events and distinct ISO weeks.
     Its size follows the fleet (nodes x GPUs x kinds), not the length of the history."""
 
@@ -229,11 +235,6 @@ class FaultSeries(Base):
         Index(None, "weeks"),
     )
 
-    cluster: Mapped[str] = mapped_column(Text)
-    node: Mapped[str] = mapped_column(Text)
-    gpu_key: Mapped[str] = mapped_column(Text)
-    kind: Mapped[str] = mapped_column(Text)
-    code_key: Mapped[int] = mapped_column(Integer)
     role: Mapped[str] = mapped_column(Text)
     outcome: Mapped[str | None] = mapped_column(Text)
     scope: Mapped[str] = mapped_column(Text)
@@ -243,17 +244,12 @@ class FaultSeries(Base):
     last_seen: Mapped[datetime] = mapped_column(TS)
 
 
-class FailedRoot(Base):
+class FailedRoot(FaultKey, Base):
     """Rollup kept with the verdicts: failed jobs whose current root cause is a fault, per fault and ISO week."""
 
     __tablename__ = "failed_roots"
     __table_args__ = (PrimaryKeyConstraint("cluster", "node", "gpu_key", "kind", "code_key", "week"),)
 
-    cluster: Mapped[str] = mapped_column(Text)
-    node: Mapped[str] = mapped_column(Text)
-    gpu_key: Mapped[str] = mapped_column(Text)
-    kind: Mapped[str] = mapped_column(Text)
-    code_key: Mapped[int] = mapped_column(Integer)
     week: Mapped[datetime] = mapped_column(Date)
     jobs: Mapped[int] = mapped_column(Integer)
 

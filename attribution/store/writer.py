@@ -363,6 +363,14 @@ class JobSession:
             {"job": self.job.id, "ids": list(roles), "roles": list(roles.values())})
 
 
+def pending_jobs(conn: Connection) -> list[tuple[JobRef, ExecutionContext]]:
+    """Jobs whose stored evidence is newer than their verdict, oldest first, with their stored contexts."""
+    rows = conn.execute(text(
+        "SELECT id, cluster, job_id, start_time, context FROM attribution.jobs WHERE evidence_seq > attributed_seq "
+        "ORDER BY id")).all()
+    return [(JobRef(r[0], r[1], r[2], r[3]), context_from_json(r[4])) for r in rows]
+
+
 def _root_key(cluster: str, outcome, node, gpu, kind, code, when) -> tuple | None:
     """The failed_roots row a verdict counts in: failed jobs whose root cause is an infrastructure fault on a node."""
     if outcome not in INFRASTRUCTURE_OUTCOMES or not node or not kind or when is None:
