@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from .errors import ConfigError
+from attribution.errors import ConfigError
 
 SYSTEM_CONFIG = Path("/etc/attribution/config.yaml")
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .collect.bundle import collect_bundle
-from .correlate import correlate
-from .errors import InputError
-from .extract import extract
-from .model import Coverage, Event, ExecutionContext, Observation, Verdict
-from .rulepack import RuleSet
-from .scope import check_storable, load_context, scheduler_observations
+from attribution.collect.bundle import collect_bundle
+from attribution.correlate.rootcause import correlate
+from attribution.errors import InputError
+from attribution.extract.events import extract
+from attribution.model import Coverage, Event, ExecutionContext, Observation, Verdict
+from attribution.rulepack.load import RuleSet
+from attribution.scope.bundle import check_storable, load_context, scheduler_observations
 
 
 @dataclass(frozen=True)
@@ -61,10 +61,10 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     return (verdict None). The attributor looks again after it commits, so the last verdict is always that of
     the whole evidence, while a thousand pieces cost a few attributions instead of a thousand.
     """
-    from .correlate import in_window, job_window
-    from .render import verdict_to_dict
-    from .store import in_transaction
-    from .store.writer import IngestResult, JobSession
+    from attribution.correlate.rootcause import in_window, job_window
+    from attribution.reports.render import verdict_to_dict
+    from attribution.store import in_transaction
+    from attribution.store.writer import IngestResult, JobSession
 
     check_storable(ctx, {e.node for e in events})
     lo, hi = job_window(ctx, ruleset.graph)
@@ -100,9 +100,9 @@ def attribute_pending(ruleset: RuleSet, engine, ctx: ExecutionContext, job, dead
     """Attribute the job while evidence is pending and nobody else is attributing it. Returns the last
     (verdict id, whether any verdict changed, verdict), or None when this process attributed nothing.
     Also how a job left pending by a process that died between storing and attributing gets its verdict."""
-    from .render import verdict_to_dict
-    from .store import in_transaction
-    from .store.writer import JobSession
+    from attribution.reports.render import verdict_to_dict
+    from attribution.store import in_transaction
+    from attribution.store.writer import JobSession
 
     def session(conn):
         return JobSession(conn, ctx, "attribute", job=job)
@@ -127,8 +127,8 @@ def attribute_all_pending(ruleset: RuleSet, engine, deadline: float | None = Non
     is attributing. Returns how many jobs got a verdict computed."""
     import time
 
-    from .store import in_transaction
-    from .store.writer import pending_jobs
+    from attribution.store import in_transaction
+    from attribution.store.writer import pending_jobs
 
     done = 0
     for job, ctx in in_transaction(engine, pending_jobs, deadline=deadline):
@@ -151,7 +151,7 @@ def diagnose_collected(ruleset: RuleSet, ctx: ExecutionContext, observations: li
                        coverage: list[Coverage], series=(), metric_labels=None,
                        max_symptoms: int | None = None) -> Diagnosis:
     """Like diagnose_observations, plus the events the metric rules find in metric series."""
-    from .metricrules import evaluate, metric_rules
+    from attribution.extract.metrics import evaluate, metric_rules
 
     obs = list(observations) + scheduler_observations(ctx)
     events = extract(ruleset, ctx, obs)
@@ -167,8 +167,8 @@ def diagnose_live(ruleset: RuleSet, connectors, ctx: ExecutionContext, observati
     """Collect a job's evidence with the configured connectors (files, Loki, Prometheus, pod logs) and diagnose."""
     from datetime import timedelta
 
-    from .collect.connectors import collect_configured, query_window
-    from .metricrules import metric_rules
+    from attribution.collect.connectors import collect_configured, query_window
+    from attribution.extract.metrics import metric_rules
 
     labels = connectors.prometheus.labels
     window = query_window(ctx, timedelta(seconds=ruleset.graph.before_start_seconds),
@@ -181,9 +181,9 @@ def diagnose_live(ruleset: RuleSet, connectors, ctx: ExecutionContext, observati
 def diagnose_sacct_job(ruleset: RuleSet, connectors, job, cluster: str | None = None, job_output=(),
                        max_symptoms: int | None = None) -> Diagnosis:
     """One job sacct listed: its stdout/stderr when readable from here, plus the configured connectors."""
-    from .collect.joboutput import read_job_output
-    from .sacct import context_of
-    from .schedulers import job_output_paths
+    from attribution.collect.joboutput import read_job_output
+    from attribution.scope.sacct import context_of
+    from attribution.scope.schedulers import job_output_paths
 
     ctx = context_of(job, cluster)
     paths = [Path(p) for p in job_output]
@@ -201,7 +201,7 @@ def diagnose_sacct_job(ruleset: RuleSet, connectors, job, cluster: str | None = 
 def diagnose_slurm_job(ruleset: RuleSet, connectors, job_id: str, cluster: str | None = None, job_output=(),
                        max_symptoms: int | None = None) -> Diagnosis:
     """`attribution diagnose --slurm-job ID`: the context from sacct, the evidence from the connectors."""
-    from .schedulers import sacct_job
+    from attribution.scope.schedulers import sacct_job
 
     job = sacct_job(connectors, job_id)
     if not job.ended:
@@ -213,8 +213,8 @@ def diagnose_kueue_workload(ruleset: RuleSet, connectors, ref: str, cluster: str
                             max_symptoms: int | None = None) -> Diagnosis:
     """`attribution diagnose --kueue-workload NS/NAME`: placement and window from the Workload and its pods, the
     evidence from the pods' logs and the connectors."""
-    from .kueue import parse_workload_ref
-    from .schedulers import kueue_workload
+    from attribution.scope.kueue import parse_workload_ref
+    from attribution.scope.schedulers import kueue_workload
 
     ns, name = parse_workload_ref(ref)
     workload, _ = kueue_workload(connectors, ns, name, cluster, pod_selector)
@@ -223,9 +223,9 @@ def diagnose_kueue_workload(ruleset: RuleSet, connectors, ref: str, cluster: str
 
 def failed_slurm_jobs(connectors, since, until) -> list:
     """Every job that ended in [since, until) in a state other than COMPLETED, oldest end first."""
-    from .schedulers import sacct_jobs
+    from attribution.scope.schedulers import sacct_jobs
 
-    from .timeparse import TimeError, parse_iso
+    from attribution.timeparse import TimeError, parse_iso
 
     out = []
     for j in sacct_jobs(connectors, since=since, until=until):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .model import Coverage, Event, ExecutionContext
-from .scope import context_from_mapping
-from .timeparse import format_utc, parse_iso
+from attribution.model import Coverage, Event, ExecutionContext
+from attribution.scope.bundle import context_from_mapping
+from attribution.timeparse import format_utc, parse_iso
 
 
 def context_to_json(ctx: ExecutionContext) -> dict:

@@ -141,8 +141,8 @@ def rebuild_rollups(c) -> None:
 
 
 def query_times(engine: Engine, repeat: int = 5) -> dict[str, float]:
-    from attribution.drain import load_policy
-    from attribution.rulepack import load_rules
+    from attribution.drain.policy import load_policy
+    from attribution.rulepack.load import load_rules
     from attribution.store import drain as sd
 
     from .run import ROOT

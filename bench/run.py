@@ -4,7 +4,7 @@
     python -m bench.run --quick    # the same at small sizes, for a smoke test
 
 Absolute times on a shared machine are noise; the ratios to a baseline measured in the same run are the result.
-Every benchmark generates its own data and starts its own PostgreSQL (attribution.embedded) in a temp dir.
+Every benchmark generates its own data and starts its own PostgreSQL (attribution.store.embedded) in a temp dir.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def warm(paths) -> None:
 
 
 def bench_extract(work: Path, quick: bool) -> Result:
-    from attribution.rulepack import load_rules
+    from attribution.rulepack.load import load_rules
     from bench.ere import rule_patterns
     from bench.gen import NODES, write_context, write_job_log, write_kernel_log
 
@@ -106,7 +106,7 @@ def database(work: Path, name: str):
     from sqlalchemy.engine import make_url
 
     from attribution.config import Settings
-    from attribution.embedded import EmbeddedPostgres
+    from attribution.store.embedded import EmbeddedPostgres
     from attribution.store import migrate
     from attribution.store.db import Target, make_engine
 
@@ -128,7 +128,7 @@ def bench_store(work: Path, quick: bool) -> Result:
 
     from attribution.model import Event
     from attribution.pipeline import diagnose_bundle, ingest
-    from attribution.rulepack import load_rules
+    from attribution.rulepack.load import load_rules
     from attribution.store.codec import fingerprint
     from attribution.store.writer import EVENT_COLUMNS
 
@@ -358,7 +358,7 @@ def _storm_result(name: str, n: int, run: tuple, engine, baseline: str, bound: i
 def _storm_setup(work: Path, name: str, quick: bool):
     """The storm's node count, folder, database and kernel logs, with attribution imported before forking."""
     import attribution.cli.hooks  # noqa: F401  (imported before forking, shared by every child)
-    from attribution.rulepack import load_rules
+    from attribution.rulepack.load import load_rules
 
     load_rules(ROOT / "rules").prefilter("kernel").find(b"warm-up\n")
     n = int(os.environ.get("BENCH_STORM_NODES", 32 if quick else 512))
@@ -419,9 +419,9 @@ def bench_storm_service(work: Path, quick: bool) -> Result:
 def bench_correlate(work: Path, quick: bool) -> Result:
     from datetime import datetime, timedelta, timezone
 
-    from attribution.correlate import correlate
+    from attribution.correlate.rootcause import correlate
     from attribution.model import Event, ExecutionContext
-    from attribution.rulepack import load_rules
+    from attribution.rulepack.load import load_rules
 
     rs = load_rules(ROOT / "rules")
     t0 = datetime(2026, 3, 10, 9, tzinfo=timezone.utc)

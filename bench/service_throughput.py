@@ -1,7 +1,7 @@
 """Throughput of the Attribution Service: observation batches accepted per second with 1, 8 and 64 concurrent
 clients.
 
-Starts its own PostgreSQL (attribution.embedded.EmbeddedPostgres in a temporary directory, fsync on unless
+Starts its own PostgreSQL (attribution.store.embedded.EmbeddedPostgres in a temporary directory, fsync on unless
 --fast) and its own `attribution serve` (tests/harness/service.py), then, for each concurrency level, lets that
 many clients post node batches as fast as the service accepts them for --seconds. Each client reports its own
 jobs, one node batch after the other (the shape of many jobs ending across a cluster); a batch is what a node
@@ -40,7 +40,7 @@ MAX_RATE = 400
 
 def template_batch(ruleset, n_events: int) -> tuple[object, list, list]:
     """A node's context, events and coverage, extracted by the real rules from real-format kernel lines."""
-    from attribution.extract import extract
+    from attribution.extract.events import extract
     from attribution.model import Coverage, ExecutionContext, Observation
 
     start = datetime(2026, 5, 4, 8, 0, tzinfo=UTC)
@@ -61,7 +61,7 @@ def template_batch(ruleset, n_events: int) -> tuple[object, list, list]:
 
 def batches(template, client: int, nodes_per_job: int):
     """Endless node batches for one client: job after job, node after node, each one new to the store."""
-    from attribution.epilog import payload
+    from attribution.node.epilog import payload
 
     ctx, events, coverage = template
     job = 0
@@ -145,8 +145,8 @@ def main() -> int:
 
     from sqlalchemy import create_engine
 
-    from attribution.embedded import EmbeddedPostgres
-    from attribution.rulepack import load_rules
+    from attribution.store.embedded import EmbeddedPostgres
+    from attribution.rulepack.load import load_rules
     from attribution.store import migrate
     from tests.harness.pg import free_port
     from tests.harness.service import start_service

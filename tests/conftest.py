@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from attribution.rulepack import load_rules
+from attribution.rulepack.load import load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 INCIDENTS = ROOT / "tests" / "incidents"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attribution.bundle_archive import ArchiveLimits, unpack
+from attribution.scope.archive import ArchiveLimits, unpack
 from attribution.errors import InputError
 
 

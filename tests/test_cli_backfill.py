@@ -20,7 +20,7 @@ from sqlalchemy import text
 
 from attribution.cli import main
 from attribution.config import ConnectorSettings
-from attribution.schedulers import sacct_jobs
+from attribution.scope.schedulers import sacct_jobs
 
 from .harness.slurm import SlurmCluster
 

@@ -6,9 +6,9 @@ from datetime import datetime, timezone
 
 from attribution.collect.joblog import JobLineParser, looks_labelled
 from attribution.collect.joboutput import node_of_file, parse_job_text
-from attribution.extract import extract
+from attribution.extract.events import extract
 from attribution.model import ExecutionContext
-from attribution.rulepack import AllLines
+from attribution.rulepack.load import AllLines
 from attribution.timeparse import YearGuesser
 
 UTC = timezone.utc

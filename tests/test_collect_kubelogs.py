@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from attribution.cli import main
 from attribution.collect.kubelogs import collect_pod_logs, logs_argv
 from attribution.config import KubernetesSettings
-from attribution.kueue import PodPlacement, workload_context
-from attribution.rulepack import AllLines
+from attribution.scope.kueue import PodPlacement, workload_context
+from attribution.rulepack.load import AllLines
 
 from .conftest import INCIDENTS, ROOT
 from .harness import kubectl as fake_kubectl

@@ -12,7 +12,7 @@ import pytest
 from attribution.collect.httpclient import endpoint_from
 from attribution.collect.promql import PromAnswerError, choose_step, collect_metrics, parse_matrix, series_query
 from attribution.config import PrometheusSettings
-from attribution.metricrules import metric_rules
+from attribution.extract.metrics import metric_rules
 from attribution.model import ExecutionContext
 
 from .harness.incident_sources import dcgm_history

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from attribution.correlate import correlate
+from attribution.correlate.rootcause import correlate
 from attribution.model import Event, ExecutionContext
 
 UTC = timezone.utc

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from attribution.drain import Candidate, NodeState, decide, load_policy, policy_problems, valid_node_name
+from attribution.drain.policy import Candidate, NodeState, decide, load_policy, policy_problems, valid_node_name
 from attribution.fleetgen import BUS_GPU, BUS_NODE, ECC_GPU, ECC_NODE, history, write_bundle
 from attribution.model import Event
 from attribution.pipeline import ingest, ingest_bundle
-from attribution.rulecheck import events_for_line
-from attribution.rulepack import load_rules
-from attribution.scope import parse_context
+from attribution.rulepack.check import events_for_line
+from attribution.rulepack.load import load_rules
+from attribution.scope.bundle import parse_context
 from attribution.store import drain as sd
 
 from .conftest import ROOT

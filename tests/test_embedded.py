@@ -1,4 +1,4 @@
-"""The embedded PostgreSQL (attribution.embedded) and the test-database harness (tests.harness.pg)."""
+"""The embedded PostgreSQL (attribution.store.embedded) and the test-database harness (tests.harness.pg)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-from attribution.embedded import EmbeddedPostgres
+from attribution.store.embedded import EmbeddedPostgres
 from attribution.errors import StoreError
 
 if TYPE_CHECKING:
@@ -212,7 +212,7 @@ def test_two_processes_ensure_running_at_once(embedded_factory):
         import logging, os, sys, time
         from pathlib import Path
         logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-        from attribution.embedded import EmbeddedPostgres
+        from attribution.store.embedded import EmbeddedPostgres
         while not os.path.exists({str(go)!r}):
             time.sleep(0.005)
         print(EmbeddedPostgres(Path({str(pg.data_dir)!r}), fast=True).ensure_running())
@@ -337,7 +337,7 @@ def test_session_server_can_be_restarted(pg_server: PgTestServer, pg_url):
 def test_falls_back_to_debian_binaries_without_pgserver(embedded_factory, monkeypatch):
     import importlib.util
 
-    import attribution.embedded as embedded
+    import attribution.store.embedded as embedded
 
     debian = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
     if not debian:

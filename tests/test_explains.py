@@ -7,9 +7,9 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attribution import explains as ex
-from attribution.correlate import correlate
-from attribution.explains import Placed, Relation
+from attribution.correlate import explains as ex
+from attribution.correlate.rootcause import correlate
+from attribution.correlate.explains import Placed, Relation
 
 from .test_correlate import CTX, ev
 

@@ -1,4 +1,4 @@
-"""attribution.fleetreport (with store/reports and pages/fleet_*): `attribution report fleet` over a store filled
+"""attribution.reports.fleet (with store/reports and pages/fleet_*): `attribution report fleet` over a store filled
 like `attribution demo`, opened in a real headless Chromium."""
 
 from __future__ import annotations

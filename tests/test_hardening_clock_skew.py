@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from attribution.collect.kernel import KernelLineParser
-from attribution.correlate import job_window
+from attribution.correlate.rootcause import job_window
 from attribution.pipeline import diagnose_bundle
-from attribution.render import verdict_to_dict
-from attribution.scope import load_context
+from attribution.reports.render import verdict_to_dict
+from attribution.scope.bundle import load_context
 from attribution.timeparse import YearGuesser, resolve_zone
 
 from .conftest import CASES, INCIDENTS, bundles
@@ -173,7 +173,7 @@ _GRAPH = {}
 
 def _graph():
     if "g" not in _GRAPH:
-        from attribution.rulepack import load_rules
+        from attribution.rulepack.load import load_rules
 
         _GRAPH["g"] = load_rules().graph
     return _GRAPH["g"]

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from attribution import spool
+from attribution.node import spool
 from attribution.fleetgen import history, write_bundle
 
 from .conftest import INCIDENTS, ROOT
@@ -212,7 +212,7 @@ def test_spool_files_cut_at_random_offsets_are_never_replayed_half(tmp_path):
 WRITER = """
 import sys, random
 from pathlib import Path
-from attribution import spool
+from attribution.node import spool
 d, seed = Path(sys.argv[1]), int(sys.argv[2])
 rng = random.Random(seed)
 i = 0

@@ -19,9 +19,9 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 import attribution.store as store_pkg
-from attribution import spool
+from attribution.node import spool
 from attribution.config import DatabaseSettings, Settings
-from attribution.epilog import HookReport, replay, store_or_spool
+from attribution.node.epilog import HookReport, replay, store_or_spool
 from attribution.fleetgen import history, write_bundle
 from attribution.pipeline import diagnose_bundle, ingest
 from attribution.store.db import Target, make_engine

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from attribution import spool
+from attribution.node import spool
 from attribution.collect.joboutput import parse_job_output
 from attribution.collect.textio import decode
-from attribution.epilog import payload, replay
+from attribution.node.epilog import payload, replay
 from attribution.errors import InputError
 from attribution.model import ExecutionContext
 from attribution.pipeline import diagnose_observations, ingest, ingest_bundle
-from attribution.scope import parse_context
+from attribution.scope.bundle import parse_context
 
 from .conftest import ROOT
 from .harness.hooknode import BIN, HOOK_ENV, Node

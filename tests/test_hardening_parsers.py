@@ -17,18 +17,18 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from attribution import spool
+from attribution.node import spool
 from attribution.collect.fabricmanager import FabricManagerLineParser
 from attribution.collect.joblog import JobLineParser, TracebackTracker, looks_labelled
 from attribution.collect.joboutput import parse_job_output
 from attribution.collect.kernel import KernelLineParser
 from attribution.collect.nodelogs import NodeLogSpec, parse_node_log
-from attribution.correlate import correlate
+from attribution.correlate.rootcause import correlate
 from attribution.errors import InputError
-from attribution.extract import extract
+from attribution.extract.events import extract
 from attribution.model import ExecutionContext, Observation
-from attribution.rulepack import AllLines
-from attribution.scope import parse_context
+from attribution.rulepack.load import AllLines
+from attribution.scope.bundle import parse_context
 from attribution.serialize import (context_from_json, context_to_json, coverage_from_json, coverage_to_json,
                                    event_from_json, event_to_json)
 from attribution.timeparse import resolve_zone

@@ -20,8 +20,8 @@ from attribution.collect.joblog import JobLineParser
 from attribution.collect.kernel import KernelLineParser
 from attribution.collect.textio import MAX_RECORD_CHARS
 from attribution.pipeline import diagnose_bundle
-from attribution.rulecheck import check_pack
-from attribution.rulepack import compile_re2
+from attribution.rulepack.check import check_pack
+from attribution.rulepack.load import compile_re2
 
 from .conftest import ROOT
 
@@ -103,7 +103,7 @@ def test_classic_catastrophic_patterns_are_linear_under_re2(pattern):
 
 def test_a_catastrophic_pattern_in_a_rule_costs_linear_time_on_the_whole_path(tmp_path):
     """`(a+)+$`-style rules pass `rules check` (RE2 runs them in linear time) and a 1 MB line does not hang."""
-    from attribution.rulepack import load_rules
+    from attribution.rulepack.load import load_rules
 
     pack = _pack_with(tmp_path, r"NVRM: probe (a+)+$")
     rs = load_rules(pack)
@@ -245,7 +245,7 @@ def _storm(n: int):
                      f"name=python3, Graphics SM Warp Exception on (GPC 1, TPC 1, SM 1): MMU Fault")
     import io
 
-    from attribution.rulepack import load_rules
+    from attribution.rulepack.load import load_rules
 
     rs = load_rules(ROOT / "rules")
     obs, _ = parse_node_log(io.BytesIO(("\n".join(lines) + "\n").encode()), NodeLogSpec("kernel", "n1", "k"), ctx,
@@ -254,7 +254,7 @@ def _storm(n: int):
 
 
 def _diagnose_counting(monkeypatch, n: int):
-    from attribution import explains
+    from attribution.correlate import explains
     from attribution.pipeline import diagnose_observations
 
     calls = 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 
-from attribution.rulepack import load_rules
+from attribution.rulepack.load import load_rules
 
 from .conftest import ROOT
 

@@ -279,8 +279,8 @@ def test_drain_apply_drains_the_faulty_node_with_its_reason_and_resume_returns_i
     from datetime import datetime, timedelta, timezone
 
     from attribution.pipeline import ingest
-    from attribution.rulecheck import events_for_line
-    from attribution.scope import parse_context
+    from attribution.rulepack.check import events_for_line
+    from attribution.scope.bundle import parse_context
 
     now = datetime.now(timezone.utc).replace(microsecond=0)
     ctx = parse_context(f"cluster: attrtest\njob_id: '9001'\nnodes: node[1-2]\nstate: FAILED\nuser: alice\n"

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from attribution.pipeline import diagnose_bundle
-from attribution.render import verdict_to_dict
+from attribution.reports.render import verdict_to_dict
 
 from .conftest import CASES, INCIDENTS, ROOT, bundles
 

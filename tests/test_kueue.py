@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 
 from attribution.errors import InputError
-from attribution.kueue import parse_workload_ref, pod_selector, tas_hostnames, workload_context
+from attribution.scope.kueue import parse_workload_ref, pod_selector, tas_hostnames, workload_context
 
 from .conftest import ROOT
 

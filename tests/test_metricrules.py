@@ -9,11 +9,11 @@ from datetime import datetime, timezone
 import pytest
 
 from attribution.errors import RulePackError
-from attribution.metricrules import changes, check_examples, evaluate, example_series, metric_rules
-from attribution.metrics import MetricSeries
+from attribution.extract.metrics import changes, check_examples, evaluate, example_series, metric_rules
+from attribution.samples import MetricSeries
 from attribution.model import ExecutionContext
-from attribution.rulecheck import events_for_line, example_context
-from attribution.rulepack import load_rules
+from attribution.rulepack.check import events_for_line, example_context
+from attribution.rulepack.load import load_rules
 
 from .conftest import ROOT
 

@@ -8,8 +8,8 @@ import shutil
 
 from attribution.collect.bundle import collect_bundle
 from attribution.pipeline import diagnose_bundle, diagnose_observations
-from attribution.render import verdict_to_dict
-from attribution.scope import load_context
+from attribution.reports.render import verdict_to_dict
+from attribution.scope.bundle import load_context
 
 from .conftest import INCIDENTS
 from .harness.logs import utc, write_context, write_kernel_log

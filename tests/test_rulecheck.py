@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from attribution.rulecheck import _value_matches, events_for_line
-from attribution.rulepack import load_rules
+from attribution.rulepack.check import _value_matches, events_for_line
+from attribution.rulepack.load import load_rules
 
 from .conftest import ROOT
 

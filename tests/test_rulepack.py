@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from attribution.errors import RulePackError
-from attribution.rulepack import load_rules
+from attribution.rulepack.load import load_rules
 
 from .conftest import ROOT
 

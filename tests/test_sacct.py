@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from attribution.errors import InputError
-from attribution.sacct import FIELDS, context_of, gpus_from_tres, is_step, parse_sacct, sacct_argv
+from attribution.scope.sacct import FIELDS, context_of, gpus_from_tres, is_step, parse_sacct, sacct_argv
 
 from .conftest import ROOT
 

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from attribution.errors import InputError
-from attribution.scope import expand_nodes, load_context, normalize_state, parse_context
+from attribution.scope.bundle import expand_nodes, load_context, normalize_state, parse_context
 
 UTC = timezone.utc
 

@@ -30,15 +30,15 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.generation import GenerationMode
 from sqlalchemy import create_engine, text
 
-from attribution import spool
+from attribution.node import spool
 from attribution.cli import main
 from attribution.config import Settings, parse_settings
-from attribution.epilog import HookReport, payload, store_or_spool
+from attribution.node.epilog import HookReport, payload, store_or_spool
 from attribution.errors import ConfigError
 from attribution.fleetgen import GeneratedJob, write_bundle
 from attribution.pipeline import diagnose_bundle
-from attribution.render import verdict_to_dict
-from attribution.scope import load_context
+from attribution.reports.render import verdict_to_dict
+from attribution.scope.bundle import load_context
 
 from .conftest import INCIDENTS
 from .harness.pg import free_port

@@ -11,7 +11,7 @@ httpx = pytest.importorskip("httpx")  # a venv installed before the service's de
 
 from attribution.config import Settings
 from attribution.errors import ConfigError
-from attribution.service_client import ServiceClient, ServiceError, ServiceRejected, client_from_settings
+from attribution.node.service_client import ServiceClient, ServiceError, ServiceRejected, client_from_settings
 
 
 def client_with(handler, **kw) -> ServiceClient:

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from attribution.slurm import (controller_context, decode_wait_status, expand_output_pattern, final_state, job_window,
+from attribution.scope.slurm import (controller_context, decode_wait_status, expand_output_pattern, final_state, job_window,
                                node_context, parse_env, parse_scontrol_job)
 
 UTC = timezone.utc

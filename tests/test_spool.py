@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from attribution import spool
+from attribution.node import spool
 
 
 def test_round_trip_and_order(tmp_path):

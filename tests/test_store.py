@@ -15,9 +15,9 @@ from sqlalchemy import text
 from attribution.collect.bundle import collect_bundle
 from attribution.fleetgen import ECC_GPU, ECC_NODE, NVLINK_GPU, NVLINK_NODE, history, write_bundle
 from attribution.pipeline import diagnose_bundle, ingest, ingest_bundle
-from attribution.render import verdict_to_dict
-from attribution.rulepack import load_rules
-from attribution.scope import load_context
+from attribution.reports.render import verdict_to_dict
+from attribution.rulepack.load import load_rules
+from attribution.scope.bundle import load_context
 from attribution.store import migrate
 
 from .conftest import INCIDENTS, ROOT

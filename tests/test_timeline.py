@@ -1,4 +1,4 @@
-"""attribution.timeline (with pages/timeline_*): the job timeline, built from the engine's verdict and opened in a
+"""attribution.reports.timeline (with pages/timeline_*): the job timeline, built from the engine's verdict and opened in a
 real headless Chromium: no console error, the right outcome, culprits and root cause, the root cause first and its
 consequences after it, source lines on hover and click, and readable for 64 nodes with 20,000 symptom lines."""
 
@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from attribution.fleetgen import write_bundle
-from attribution.pages.timeline_data import CELL_BUDGET, build_timeline, nice_bin_seconds
-from attribution.pages.vega import script_bundle
+from attribution.reports.timeline_data import CELL_BUDGET, build_timeline, nice_bin_seconds
+from attribution.reports.vega import script_bundle
 from attribution.pipeline import diagnose_bundle
-from attribution.render import verdict_to_dict
-from attribution.timeline import write_timeline
+from attribution.reports.render import verdict_to_dict
+from attribution.reports.timeline import write_timeline
 
 from .conftest import INCIDENTS, bundles
 from .harness.bigjob import CULPRIT, NODES, big_job
@@ -186,7 +186,7 @@ def test_bins_are_widths_a_person_reads():
 @pytest.mark.browser
 def test_log_text_is_shown_as_text_never_run(browser, js, tmp_path):  # noqa: F811
     """A log line is data: markup or a closing script tag in it must neither run nor break the page."""
-    from attribution.timeline import render_timeline
+    from attribution.reports.timeline import render_timeline
 
     evil = "</script><script>window.pwned = 1</script><img src=x onerror=\"window.pwned = 2\"> & <b>bold</b>"
     cause = {"kind": "gpu_fallen_off_bus", "code": 79, "node": "n1", "gpu": None, "rank": None,

@@ -13,14 +13,14 @@ import os
 
 from fastapi import FastAPI
 
-from .. import __version__
-from . import errors
-from .diagnose_routes import add_diagnose_routes
-from .guard import Guard, Limits
-from .health_routes import add_health_routes
-from .read_routes import add_read_routes
-from .report_routes import add_report_routes
-from .service import Service, build_service
+from attribution import __version__
+from attribution.api import errors
+from attribution.api.diagnose_routes import add_diagnose_routes
+from attribution.api.guard import Guard, Limits
+from attribution.api.health_routes import add_health_routes
+from attribution.api.read_routes import add_read_routes
+from attribution.api.report_routes import add_report_routes
+from attribution.api.service import Service, build_service
 
 DESCRIPTION = """\
 Receives observations from many clusters' Slurm hooks and answers questions about jobs, nodes and the fleet.
@@ -53,10 +53,10 @@ def create_app(service: Service) -> FastAPI:
 
 
 def app_from_environment() -> FastAPI:
-    from ..config import load_settings
-    from ..errors import ConfigError
-    from ..rulepack import load_rules
-    from .auth import load_tokens
+    from attribution.config import load_settings
+    from attribution.errors import ConfigError
+    from attribution.rulepack.load import load_rules
+    from attribution.api.auth import load_tokens
 
     settings = load_settings()
     if not settings.service.tokens_file:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from ..config import read_secret
-from ..errors import ConfigError
+from attribution.config import read_secret
+from attribution.errors import ConfigError
 
 SCOPES = ("report", "read")
 MIN_TOKEN_LENGTH = 16

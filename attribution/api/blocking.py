@@ -13,7 +13,7 @@ from typing import Callable, TypeVar
 import anyio
 import anyio.to_thread
 
-from .errors import Busy
+from attribution.api.errors import Busy
 
 T = TypeVar("T")
 

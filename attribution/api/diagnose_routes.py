@@ -11,11 +11,11 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 
-from ..bundle_archive import ArchiveLimits, unpack
-from ..errors import InputError
-from .schemas import ERROR_RESPONSES
-from .security import policy, require
-from .service import Service
+from attribution.scope.archive import ArchiveLimits, unpack
+from attribution.errors import InputError
+from attribution.api.schemas import ERROR_RESPONSES
+from attribution.api.security import policy, require
+from attribution.api.service import Service
 
 ARCHIVE_TYPES = ("application/gzip", "application/x-gzip", "application/x-tar+gzip", "application/x-gtar",
                  "application/octet-stream")
@@ -42,8 +42,8 @@ def add_diagnose_routes(app: FastAPI, svc: Service) -> None:
     limits = ArchiveLimits(max_files=svc.settings.max_bundle_files, max_bytes=svc.settings.max_bundle_bytes)
 
     def diagnose(upload, max_symptoms: int | None) -> dict:
-        from ..pipeline import diagnose_bundle
-        from ..render import verdict_to_dict
+        from attribution.pipeline import diagnose_bundle
+        from attribution.reports.render import verdict_to_dict
 
         tmp = FsPath(tempfile.mkdtemp(prefix="attribution-upload-"))
         try:

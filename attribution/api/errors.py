@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import ConfigError, InputError, RulePackError, StoreError
+from attribution.errors import ConfigError, InputError, RulePackError, StoreError
 
 log = logging.getLogger("attribution.api")
 

@@ -17,8 +17,8 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .auth import TokenTable
-from .errors import CODES
+from attribution.api.auth import TokenTable
+from attribution.api.errors import CODES
 
 PROTECTED_PREFIX = "/v1/"
 

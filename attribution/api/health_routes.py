@@ -6,11 +6,11 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from ..store import reads
-from .blocking import Lane
-from .errors import Busy
-from .schemas import HealthOut
-from .service import Service
+from attribution.store import reads
+from attribution.api.blocking import Lane
+from attribution.api.errors import Busy
+from attribution.api.schemas import HealthOut
+from attribution.api.service import Service
 
 
 def add_health_routes(app: FastAPI, svc: Service) -> None:

@@ -13,7 +13,7 @@ from typing import AsyncIterator, Hashable
 
 import anyio
 
-from .errors import Busy
+from attribution.api.errors import Busy
 
 
 class JobGate:

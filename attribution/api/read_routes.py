@@ -8,11 +8,11 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, HTTPException, Path, Query
 from fastapi.responses import JSONResponse
 
-from ..store import reads
-from ..timeparse import format_utc, parse_iso
-from .schemas import ERROR_RESPONSES, Name, NodeEventsOut, NodeName, RowsOut, Time
-from .security import policy, require
-from .service import Service
+from attribution.store import reads
+from attribution.timeparse import format_utc, parse_iso
+from attribution.api.schemas import ERROR_RESPONSES, Name, NodeEventsOut, NodeName, RowsOut, Time
+from attribution.api.security import policy, require
+from attribution.api.service import Service
 
 UTC = timezone.utc
 DEFAULT_SINCE = timedelta(days=7)

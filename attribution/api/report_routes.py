@@ -8,11 +8,11 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, Path, Query
 
-from ..intake import Report, context_report, ingest_report, parse_report
-from ..timeparse import format_utc
-from .schemas import ERROR_RESPONSES, IngestOut, JobContextDoc, JobRefOut, Name, ObservationBatch, ReportSource
-from .security import policy, require
-from .service import Service
+from attribution.api.intake import Report, context_report, ingest_report, parse_report
+from attribution.timeparse import format_utc
+from attribution.api.schemas import ERROR_RESPONSES, IngestOut, JobContextDoc, JobRefOut, Name, ObservationBatch, ReportSource
+from attribution.api.security import policy, require
+from attribution.api.service import Service
 
 
 def add_report_routes(app: FastAPI, svc: Service) -> None:

@@ -1,9 +1,9 @@
 """The request and response bodies of the service, as pydantic models: they are the OpenAPI description and the
-first check of every body. The observation batch is exactly what `attribution.epilog.payload()` produces.
+first check of every body. The observation batch is exactly what `attribution.node.epilog.payload()` produces.
 
 Text is refused when PostgreSQL could not store it (NUL characters, lone surrogates); times are ISO 8601 between
 1970 and 2200; whole numbers that go into integer columns are bounded. Anything else is left to the domain
-conversion (`attribution.intake`), whose InputError the API turns into a 422.
+conversion (`attribution.api.intake`), whose InputError the API turns into a 422.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
-from ..intake import REPORT_SOURCES
-from ..timeparse import TimeError, parse_iso
+from attribution.api.intake import REPORT_SOURCES
+from attribution.timeparse import TimeError, parse_iso
 
 UTC = timezone.utc
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
@@ -137,7 +137,7 @@ class CoverageDoc(_Strict):
 
 
 class ObservationBatch(_Strict):
-    """Events, coverage and context of one job from one reporter: the payload of attribution.epilog.payload()."""
+    """Events, coverage and context of one job from one reporter: the payload of attribution.node.epilog.payload()."""
 
     type: Literal["ingest"] = "ingest"
     source: ReportSource = "node"

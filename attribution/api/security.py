@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from .auth import Principal
+from attribution.api.auth import Principal
 
 bearer_scheme = HTTPBearer(auto_error=False, description="A token from the service's tokens file.")
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
-from ..config import ServiceSettings, Settings
-from ..rulepack import RuleSet
-from .auth import TokenTable
-from .blocking import Lane
-from .jobgate import JobGate
+from attribution.config import ServiceSettings, Settings
+from attribution.rulepack.load import RuleSet
+from attribution.api.auth import TokenTable
+from attribution.api.blocking import Lane
+from attribution.api.jobgate import JobGate
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Service:
 def build_service(settings: Settings, ruleset: RuleSet, tokens: TokenTable) -> Service:
     """Engines on the configured database (or the embedded one, which must already run: `attribution serve`
     starts it) and the lanes sized from settings.service."""
-    from ..store.db import make_engine, resolve_target
+    from attribution.store.db import make_engine, resolve_target
 
     svc = settings.service
     target = resolve_target(settings, start_embedded=False)

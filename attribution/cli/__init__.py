@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import AttributionError, ConfigError, InputError, RulePackError, StoreError
+from attribution.errors import AttributionError, ConfigError, InputError, RulePackError, StoreError
 
 EXIT_PROBLEMS = 1
 EXIT_BAD_INPUT = 2
@@ -61,7 +61,7 @@ def main(ctx: click.Context, rules_dir: Path | None, config_path: Path | None) -
 
 
 def ruleset_of(ctx: click.Context):
-    from ..rulepack import load_rules
+    from attribution.rulepack.load import load_rules
 
     obj = ctx.find_root().obj
     if obj.get("ruleset") is None:
@@ -71,7 +71,7 @@ def ruleset_of(ctx: click.Context):
 
 
 def settings_of(ctx: click.Context):
-    from ..config import load_settings
+    from attribution.config import load_settings
 
     obj = ctx.find_root().obj
     if obj.get("settings") is None:

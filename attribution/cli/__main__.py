@@ -1,3 +1,3 @@
-from . import main
+from attribution.cli import main
 
 main()

@@ -12,14 +12,14 @@ from datetime import datetime, timezone
 
 import click
 
-from . import main, ruleset_of, settings_of
-from .connector_options import apply_connector_options, connector_options
+from attribution.cli import main, ruleset_of, settings_of
+from attribution.cli.connector_options import apply_connector_options, connector_options
 
 UTC = timezone.utc
 
 
 def _when(value: str | None, flag: str) -> datetime | None:
-    from ..timeparse import TimeError, parse_iso
+    from attribution.timeparse import TimeError, parse_iso
 
     if value is None:
         return None
@@ -40,11 +40,11 @@ def _when(value: str | None, flag: str) -> datetime | None:
 def backfill(ctx: click.Context, since: str, until: str | None, redo: bool, **connector_flags) -> None:
     """Diagnose and store every failed Slurm job that ended in a time range (sacct), with a progress bar.
     Resumable: a re-run skips the jobs already stored."""
-    from ..errors import InputError
-    from ..pipeline import diagnose_sacct_job, failed_slurm_jobs, ingest
-    from ..sacct import context_of
-    from ..store.jobkeys import is_stored, stored_job_starts
-    from .db import open_store
+    from attribution.errors import InputError
+    from attribution.pipeline import diagnose_sacct_job, failed_slurm_jobs, ingest
+    from attribution.scope.sacct import context_of
+    from attribution.store.jobkeys import is_stored, stored_job_starts
+    from attribution.cli.db import open_store
 
     since_t = _when(since, "--since")
     until_t = _when(until, "--until") or datetime.now(UTC)

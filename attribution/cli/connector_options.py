@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import click
 
-from ..config import FILE_SOURCES, FileSourceSettings, Settings
+from attribution.config import FILE_SOURCES, FileSourceSettings, Settings
 
 _OPTIONS = [
     click.option("--cluster", default=None, help="Cluster name when the scheduler does not say (default: config)."),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from . import main, ruleset_of, settings_of
+from attribution.cli import main, ruleset_of, settings_of
 
 
 @contextlib.contextmanager
@@ -43,13 +43,13 @@ def open_store(ctx: click.Context | None, auto_migrate: bool = True, pool_size: 
                settings=None, application_name: str = "attribution", deadline: float | None = None):
     """An engine on the configured database, or on the embedded one (started for this command and stopped after
     the last command using it, unless `attribution db start` keeps it running)."""
-    from ..store import db as storedb
-    from ..store import migrate
+    from attribution.store import db as storedb
+    from attribution.store import migrate
 
     settings = settings or settings_of(ctx)
     lease = contextlib.nullcontext()
     if not settings.database.url:
-        from ..embedded import EmbeddedPostgres
+        from attribution.store.embedded import EmbeddedPostgres
 
         lease = _embedded_lease(EmbeddedPostgres(settings.embedded_dir))
     with lease:
@@ -73,8 +73,8 @@ def db() -> None:
 @click.pass_context
 def db_upgrade(ctx: click.Context) -> None:
     """Migrate the database to the newest schema (safe from many hosts at once)."""
-    from ..store import migrate
-    from ..store.db import describe
+    from attribution.store import migrate
+    from attribution.store.db import describe
 
     with open_store(ctx, auto_migrate=False) as engine:
         migrate.upgrade(engine)
@@ -85,8 +85,8 @@ def db_upgrade(ctx: click.Context) -> None:
 @click.pass_context
 def db_status(ctx: click.Context) -> None:
     """Where the database is and which schema revision it has."""
-    from ..store import migrate
-    from ..store.db import describe
+    from attribution.store import migrate
+    from attribution.store.db import describe
 
     with open_store(ctx, auto_migrate=False) as engine:
         click.echo(f"database  {describe(engine.url)}")
@@ -97,9 +97,9 @@ def db_status(ctx: click.Context) -> None:
 @click.pass_context
 def db_start(ctx: click.Context) -> None:
     """Start the embedded database and leave it running (to connect psql or Grafana to it)."""
-    from ..embedded import EmbeddedPostgres
-    from ..store import migrate
-    from ..store.db import Target, make_engine
+    from attribution.store.embedded import EmbeddedPostgres
+    from attribution.store import migrate
+    from attribution.store.db import Target, make_engine
 
     settings = settings_of(ctx)
     if settings.database.url:
@@ -119,7 +119,7 @@ def db_start(ctx: click.Context) -> None:
 @click.pass_context
 def db_stop(ctx: click.Context) -> None:
     """Stop the embedded database."""
-    from ..embedded import EmbeddedPostgres
+    from attribution.store.embedded import EmbeddedPostgres
 
     pg = EmbeddedPostgres(settings_of(ctx).embedded_dir)
     _keep_marker(pg).unlink(missing_ok=True)
@@ -132,7 +132,7 @@ def db_stop(ctx: click.Context) -> None:
 def db_attribute_pending(ctx: click.Context, timeout: float | None) -> None:
     """Compute the verdict of every job with evidence newer than its verdict (e.g. after an ingest was killed
     between storing and attributing); safe to run from a timer beside live ingests."""
-    from ..pipeline import attribute_all_pending
+    from attribution.pipeline import attribute_all_pending
 
     rs = ruleset_of(ctx)
     deadline = time.monotonic() + timeout if timeout else None
@@ -146,7 +146,7 @@ def db_attribute_pending(ctx: click.Context, timeout: float | None) -> None:
 @click.pass_context
 def ingest(ctx: click.Context, bundles: tuple[Path, ...]) -> None:
     """Diagnose and store incident bundles (idempotent: ingesting again adds nothing)."""
-    from ..pipeline import ingest_bundle
+    from attribution.pipeline import ingest_bundle
 
     rs = ruleset_of(ctx)
     with open_store(ctx) as engine:
@@ -165,9 +165,9 @@ def ingest(ctx: click.Context, bundles: tuple[Path, ...]) -> None:
 def demo(ctx: click.Context, weeks: int, incidents: Path | None) -> None:
     """The main job end to end: migrate, ingest the example incidents and a generated fleet history, print the
     verdicts and a fleet summary."""
-    from ..fleetgen import history, write_bundle
-    from ..pipeline import ingest_bundle
-    from . import report
+    from attribution.fleetgen import history, write_bundle
+    from attribution.pipeline import ingest_bundle
+    from attribution.cli import report
 
     rs = ruleset_of(ctx)
     folder = incidents or Path(__file__).resolve().parents[2] / "tests" / "incidents"

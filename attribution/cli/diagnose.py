@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from . import EXIT_PROBLEMS, main, ruleset_of, settings_of
-from .connector_options import apply_connector_options, connector_options
+from attribution.cli import EXIT_PROBLEMS, main, ruleset_of, settings_of
+from attribution.cli.connector_options import apply_connector_options, connector_options
 
 
 @main.command()
@@ -39,8 +39,8 @@ def diagnose(ctx: click.Context, bundle: Path | None, slurm_job: str | None, kue
              max_symptoms: int | None, html_out: Path | None, **connector_flags) -> None:
     """Diagnose one job (no database): an incident BUNDLE offline, or a live --slurm-job / --kueue-workload /
     --context with the configured connectors. Exit 0 whatever the outcome."""
-    from ..pipeline import diagnose_bundle, diagnose_kueue_workload, diagnose_slurm_job, diagnose_static
-    from ..render import render_text, verdict_to_dict
+    from attribution.pipeline import diagnose_bundle, diagnose_kueue_workload, diagnose_slurm_job, diagnose_static
+    from attribution.reports.render import render_text, verdict_to_dict
 
     if sum(x is not None for x in (bundle, slurm_job, kueue_workload, context_file)) != 1:
         raise click.UsageError("give exactly one of BUNDLE, --slurm-job ID, --kueue-workload NS/NAME or "
@@ -60,7 +60,7 @@ def diagnose(ctx: click.Context, bundle: Path | None, slurm_job: str | None, kue
             d = diagnose_kueue_workload(ruleset_of(ctx), settings.connectors, kueue_workload,
                                         settings.cluster or "default", pod_selector)
     if html_out is not None:
-        from ..timeline import write_timeline
+        from attribution.reports.timeline import write_timeline
 
         write_timeline(d, html_out)
     if as_json:
@@ -78,13 +78,13 @@ def rules() -> None:
 @click.argument("directory", type=click.Path(path_type=Path), required=False)
 def rules_check(directory: Path | None) -> None:
     """Validate a rule pack; every problem printed as path:line: message; exit 1 if any."""
-    from ..rulecheck import check_pack
+    from attribution.rulepack.check import check_pack
 
     problems, summary = check_pack(directory)
     if not problems:  # the metric rules' examples (rules/metrics.yaml) run through their own engine
-        from ..metricrules import check_examples
-        from ..rulecheck import example_context
-        from ..rulepack import load_rules
+        from attribution.extract.metrics import check_examples
+        from attribution.rulepack.check import example_context
+        from attribution.rulepack.load import load_rules
 
         problems = check_examples(load_rules(directory), example_context())
     for p in problems:

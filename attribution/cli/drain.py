@@ -9,15 +9,15 @@ from datetime import datetime, timedelta, timezone
 
 import click
 
-from . import main, ruleset_of, settings_of
-from .db import open_store
+from attribution.cli import main, ruleset_of, settings_of
+from attribution.cli.db import open_store
 
 UTC = timezone.utc
 
 
 def _policy(ctx):
-    from ..drain import PolicyError, load_policy
-    from ..errors import InputError
+    from attribution.drain.policy import PolicyError, load_policy
+    from attribution.errors import InputError
 
     try:
         return load_policy(ruleset_of(ctx))
@@ -43,7 +43,7 @@ def drain() -> None:
 @click.pass_context
 def drain_plan(ctx: click.Context, cluster: str | None, as_json: bool) -> None:
     """The nodes the policy would drain now, with a reason fit for Slurm and the evidence."""
-    from ..store import drain as sd
+    from attribution.store import drain as sd
 
     policy = _policy(ctx)
     with open_store(ctx) as engine:
@@ -68,9 +68,9 @@ def drain_plan(ctx: click.Context, cluster: str | None, as_json: bool) -> None:
 @click.pass_context
 def drain_apply(ctx: click.Context, cluster: str | None, scontrol: str, dry_run: bool) -> None:
     """Drain the planned nodes through scontrol, within the policy's safety caps; every decision is audited."""
-    from ..drain import decide
-    from ..slurmctl import Scontrol, SlurmError
-    from ..store import drain as sd
+    from attribution.drain.policy import decide
+    from attribution.drain.slurmctl import Scontrol, SlurmError
+    from attribution.store import drain as sd
 
     policy = _policy(ctx)
     sc = Scontrol(path=scontrol)
@@ -111,8 +111,8 @@ def drain_apply(ctx: click.Context, cluster: str | None, scontrol: str, dry_run:
 @click.pass_context
 def drain_resume(ctx: click.Context, node: str, cluster: str | None, scontrol: str) -> None:
     """Give a node back: resume it in Slurm and mark its earlier evidence as handled."""
-    from ..slurmctl import Scontrol
-    from ..store import drain as sd
+    from attribution.drain.slurmctl import Scontrol
+    from attribution.store import drain as sd
 
     sc = Scontrol(path=scontrol)
     cluster = cluster or settings_of(ctx).cluster or sc.cluster_name()
@@ -130,7 +130,7 @@ def drain_resume(ctx: click.Context, node: str, cluster: str | None, scontrol: s
 @click.pass_context
 def drain_log(ctx: click.Context, cluster: str | None, limit: int) -> None:
     """The audit of drain decisions, newest first."""
-    from ..store import drain as sd
+    from attribution.store import drain as sd
 
     with open_store(ctx) as engine:
         for a in sd.actions(engine, cluster, limit):

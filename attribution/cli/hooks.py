@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from . import main, ruleset_of, settings_of
+from attribution.cli import main, ruleset_of, settings_of
 
 
 def _engine_factory(settings, deadline: float):
@@ -21,7 +21,7 @@ def _engine_factory(settings, deadline: float):
     def make():
         from dataclasses import replace
 
-        from .db import open_store
+        from attribution.cli.db import open_store
 
         remaining = max(1.0, deadline - time.monotonic())
         db = replace(settings.database, connect_timeout=min(settings.database.connect_timeout, remaining / 2),
@@ -51,8 +51,8 @@ def epilog(ctx: click.Context, budget: float | None, kernel_source: str | None, 
     try:
         from dataclasses import replace
 
-        from .. import epilog as hook
-        from ..slurm import parse_env, parse_scontrol_job
+        from attribution.node import epilog as hook
+        from attribution.scope.slurm import parse_env, parse_scontrol_job
 
         settings = settings_of(ctx)
         ep = settings.epilog
@@ -96,9 +96,9 @@ def spool_group() -> None:
 def spool_flush(ctx: click.Context, wait: bool, timeout: float | None) -> None:
     """Store every spooled payload once (safe to run any number of times, e.g. from a systemd timer): in the
     database, or through the Attribution Service when service_url is set."""
-    from .. import spool
-    from ..epilog import replay, replay_to_service
-    from .db import open_store
+    from attribution.node import spool
+    from attribution.node.epilog import replay, replay_to_service
+    from attribution.cli.db import open_store
 
     settings = settings_of(ctx)
     rs = None if settings.service_url else ruleset_of(ctx)
@@ -107,7 +107,7 @@ def spool_flush(ctx: click.Context, wait: bool, timeout: float | None) -> None:
         click.echo(f"{settings.spool}: nothing to replay")
         return
     if settings.service_url:
-        from ..service_client import client_from_settings
+        from attribution.node.service_client import client_from_settings
 
         with client_from_settings(settings) as client:
             res = spool.flush(settings.spool, lambda d: replay_to_service(client, d, deadline),
@@ -129,7 +129,7 @@ def spool_flush(ctx: click.Context, wait: bool, timeout: float | None) -> None:
 @click.pass_context
 def spool_status(ctx: click.Context) -> None:
     """How many payloads wait in the spool."""
-    from .. import spool
+    from attribution.node import spool
 
     settings = settings_of(ctx)
     files = spool.pending(settings.spool)

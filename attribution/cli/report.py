@@ -9,7 +9,7 @@ if TYPE_CHECKING:  # the CLI imports no database code until a command needs it
 
 
 def fleet_summary(engine: Engine, echo: Callable[[str], None]) -> None:
-    from ..store import queries
+    from attribution.store import queries
 
     echo("\n== verdicts by outcome")
     for outcome, n in queries.outcomes(engine):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from . import main
-from .db import open_store
+from attribution.cli import main
+from attribution.cli.db import open_store
 
 
 @main.group("report")
@@ -28,10 +28,10 @@ def report_group() -> None:
 @click.pass_context
 def report_job(ctx: click.Context, cluster: str, job_id: str, out: Path, start: str | None) -> None:
     """The timeline of a stored job, from its current verdict and its events."""
-    from ..errors import InputError
-    from ..store.reports import stored_job
-    from ..timeline import write_document_timeline
-    from ..timeparse import TimeError, parse_iso
+    from attribution.errors import InputError
+    from attribution.store.reports import stored_job
+    from attribution.reports.timeline import write_document_timeline
+    from attribution.timeparse import TimeError, parse_iso
 
     try:
         started = parse_iso(start) if start else None
@@ -56,9 +56,9 @@ def report_job(ctx: click.Context, cluster: str, job_id: str, out: Path, start: 
 def report_fleet(ctx: click.Context, weeks: int, out: Path, until: str | None) -> None:
     """A static HTML report over the fleet views: failures, faults, recurring nodes and GPUs, drain candidates,
     GPU-hours lost."""
-    from ..errors import InputError
-    from ..fleetreport import write_fleet_report
-    from ..timeparse import TimeError, parse_iso
+    from attribution.errors import InputError
+    from attribution.reports.fleet import write_fleet_report
+    from attribution.timeparse import TimeError, parse_iso
 
     try:
         end = parse_iso(until) if until else None

@@ -6,7 +6,7 @@ import os
 
 import click
 
-from . import main, ruleset_of, settings_of
+from attribution.cli import main, ruleset_of, settings_of
 
 
 @main.command()
@@ -25,10 +25,10 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
     """
     import uvicorn
 
-    from ..api.auth import load_tokens
-    from ..errors import ConfigError
-    from ..store.db import describe
-    from .db import open_store
+    from attribution.api.auth import load_tokens
+    from attribution.errors import ConfigError
+    from attribution.store.db import describe
+    from attribution.cli.db import open_store
 
     settings = settings_of(ctx)
     svc = settings.service

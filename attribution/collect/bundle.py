@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Mapping
 
-from ..model import Coverage, ExecutionContext, Observation
-from .joboutput import read_job_output
-from .nodelogs import NodeLogSpec, read_node_log
-from .scan import Prefilter
+from attribution.model import Coverage, ExecutionContext, Observation
+from attribution.collect.joboutput import read_job_output
+from attribution.collect.nodelogs import NodeLogSpec, read_node_log
+from attribution.collect.scan import Prefilter
 
 KERNEL_LOG = "kernel.log"
 FABRICMANAGER_LOG = "fabricmanager.log"

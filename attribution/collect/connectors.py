@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
-from ..config import ConnectorSettings
-from ..kueue import Workload
-from ..metrics import MetricSeries
-from ..model import Coverage, ExecutionContext, Observation
-from .httpclient import endpoint_from
-from .kubelogs import collect_pod_logs
-from .localfiles import collect_files
-from .loki import collect_loki
-from .promql import collect_metrics
-from .scan import Prefilter
+from attribution.config import ConnectorSettings
+from attribution.scope.kueue import Workload
+from attribution.samples import MetricSeries
+from attribution.model import Coverage, ExecutionContext, Observation
+from attribution.collect.httpclient import endpoint_from
+from attribution.collect.kubelogs import collect_pod_logs
+from attribution.collect.localfiles import collect_files
+from attribution.collect.loki import collect_loki
+from attribution.collect.promql import collect_metrics
+from attribution.collect.scan import Prefilter
 
 UTC = timezone.utc
 LOOKBACK = timedelta(days=1)  # a window for a job whose start the scheduler did not record

@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
-from ..timeparse import MONTHS, UTC, YearGuesser, as_utc
-from .kernel import KernelLineParser
+from attribution.timeparse import MONTHS, UTC, YearGuesser, as_utc
+from attribution.collect.kernel import KernelLineParser
 
 _FM = re.compile(
     r"^\[(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<year>\d{4}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\] "

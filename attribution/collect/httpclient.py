@@ -21,8 +21,8 @@ from types import MappingProxyType
 from typing import Mapping
 from urllib.parse import urlencode, urlsplit
 
-from ..config import HttpAuthSettings, read_secret
-from ..errors import ConfigError
+from attribution.config import HttpAuthSettings, read_secret
+from attribution.errors import ConfigError
 
 MAX_BODY = 512 << 20  # an answer larger than this is refused (bounded memory)
 CHUNK = 1 << 16

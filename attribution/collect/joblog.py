@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
-from ..timeparse import UTC, TimeError, YearGuesser, as_utc, parse_iso
+from attribution.timeparse import UTC, TimeError, YearGuesser, as_utc, parse_iso
 
 _KUBECTL_PREFIX = re.compile(r"^\[pod/(?P<pod>[^/\]\s]+)/(?P<container>[^\]\s]+)\] ")
 _KUBECTL_TS = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ")

@@ -8,11 +8,11 @@ from typing import BinaryIO
 
 import re2
 
-from ..model import Coverage, ExecutionContext, Observation
-from ..timeparse import YearGuesser, resolve_zone
-from .joblog import TRACEBACK_EXCEPTION, TRACEBACK_PREFILTER, JobLineParser, TracebackTracker, looks_labelled
-from .scan import Prefilter, scan
-from .textio import ReadStats, decode
+from attribution.model import Coverage, ExecutionContext, Observation
+from attribution.timeparse import YearGuesser, resolve_zone
+from attribution.collect.joblog import TRACEBACK_EXCEPTION, TRACEBACK_PREFILTER, JobLineParser, TracebackTracker, looks_labelled
+from attribution.collect.scan import Prefilter, scan
+from attribution.collect.textio import ReadStats, decode
 
 SAMPLE_BYTES = 64 << 10
 

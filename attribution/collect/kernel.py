@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 
-from ..timeparse import MONTHS, UTC, TimeError, YearGuesser, as_utc, parse_iso
+from attribution.timeparse import MONTHS, UTC, TimeError, YearGuesser, as_utc, parse_iso
 
 # Each pattern is matched at the start of the line. Named groups: see KernelLineParser._build.
 _KMSG = re.compile(r"^(?P<prio>\d{1,5}),(?P<seq>\d{1,20}),(?P<usec>\d{1,20}),(?P<flag>[-+c])[^;]*;(?P<msg>.*)$")

@@ -11,12 +11,12 @@ from __future__ import annotations
 import time
 from typing import Callable, Sequence
 
-from ..config import KubernetesSettings
-from ..kueue import PodPlacement
-from ..model import Coverage, ExecutionContext, Observation
-from .command import CommandResult, run_command
-from .joboutput import parse_job_output
-from .scan import Prefilter
+from attribution.config import KubernetesSettings
+from attribution.scope.kueue import PodPlacement
+from attribution.model import Coverage, ExecutionContext, Observation
+from attribution.collect.command import CommandResult, run_command
+from attribution.collect.joboutput import parse_job_output
+from attribution.collect.scan import Prefilter
 
 
 def kubectl_base(settings: KubernetesSettings) -> list[str]:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from ..model import Coverage, ExecutionContext, Observation
-from .nodelogs import NodeLogSpec, parse_node_log
-from .scan import Prefilter
+from attribution.model import Coverage, ExecutionContext, Observation
+from attribution.collect.nodelogs import NodeLogSpec, parse_node_log
+from attribution.collect.scan import Prefilter
 
 UTC = timezone.utc
 MARGIN = timedelta(minutes=5)  # the same margins the causal graph's job window uses

@@ -13,11 +13,11 @@ from pathlib import Path
 from string import Template
 from typing import Callable, Sequence
 
-from ..config import FileSourceSettings
-from ..model import Coverage, ExecutionContext, Observation
-from .joboutput import node_of_file, parse_job_output
-from .nodelogs import NodeLogSpec, parse_node_log
-from .scan import Prefilter
+from attribution.config import FileSourceSettings
+from attribution.model import Coverage, ExecutionContext, Observation
+from attribution.collect.joboutput import node_of_file, parse_job_output
+from attribution.collect.nodelogs import NodeLogSpec, parse_node_log
+from attribution.collect.scan import Prefilter
 
 
 def expand(pattern: str, ctx: ExecutionContext, node: str | None) -> str:

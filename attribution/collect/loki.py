@@ -20,12 +20,12 @@ from datetime import datetime, timedelta, timezone
 from string import Template
 from typing import Callable, Iterable
 
-from ..config import LokiSettings
-from ..model import Coverage, ExecutionContext, Observation
-from .httpclient import Endpoint, HttpError, post_form
-from .joboutput import parse_job_output
-from .nodelogs import NodeLogSpec, parse_node_log
-from .scan import Prefilter
+from attribution.config import LokiSettings
+from attribution.model import Coverage, ExecutionContext, Observation
+from attribution.collect.httpclient import Endpoint, HttpError, post_form
+from attribution.collect.joboutput import parse_job_output
+from attribution.collect.nodelogs import NodeLogSpec, parse_node_log
+from attribution.collect.scan import Prefilter
 
 UTC = timezone.utc
 QUERY_RANGE = "/loki/api/v1/query_range"

@@ -12,12 +12,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
 
-from ..model import Coverage, ExecutionContext, Observation
-from ..timeparse import UTC, YearGuesser, resolve_zone
-from .fabricmanager import FabricManagerLineParser
-from .kernel import KernelLineParser
-from .scan import Hit, Prefilter, next_line, previous_line, scan
-from .textio import ReadStats, decode
+from attribution.model import Coverage, ExecutionContext, Observation
+from attribution.timeparse import UTC, YearGuesser, resolve_zone
+from attribution.collect.fabricmanager import FabricManagerLineParser
+from attribution.collect.kernel import KernelLineParser
+from attribution.collect.scan import Hit, Prefilter, next_line, previous_line, scan
+from attribution.collect.textio import ReadStats, decode
 
 MAX_CONTINUATION = 16  # lines joined into one record at most
 

@@ -14,10 +14,10 @@ import time
 from datetime import datetime
 from typing import Callable, Iterable
 
-from ..config import PrometheusSettings
-from ..metrics import MetricSeries
-from ..model import Coverage, ExecutionContext
-from .httpclient import Endpoint, HttpError, post_form
+from attribution.config import PrometheusSettings
+from attribution.samples import MetricSeries
+from attribution.model import Coverage, ExecutionContext
+from attribution.collect.httpclient import Endpoint, HttpError, post_form
 
 QUERY_RANGE = "/api/v1/query_range"
 MAX_POINTS = 11000  # Prometheus refuses more points per series than this

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator, Protocol
 
-from .textio import ReadStats, line_bounds, read_blocks
+from attribution.collect.textio import ReadStats, line_bounds, read_blocks
 
 
 class Prefilter(Protocol):

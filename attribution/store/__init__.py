@@ -14,7 +14,7 @@ import psycopg
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from ..errors import StoreError
+from attribution.errors import StoreError
 
 T = TypeVar("T")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Sequence
 
-from ..model import Event
+from attribution.model import Event
 
 
 

@@ -10,8 +10,8 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 
-from ..config import Settings, read_secret
-from ..errors import ConfigError, StoreError
+from attribution.config import Settings, read_secret
+from attribution.errors import ConfigError, StoreError
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def resolve_target(settings: Settings, start_embedded: bool = True) -> Target:
         if db.password_file:
             url = url.set(password=read_secret(db.password_file))
         return Target(url, embedded=False)
-    from ..embedded import EmbeddedPostgres
+    from attribution.store.embedded import EmbeddedPostgres
 
     pg = EmbeddedPostgres(settings.embedded_dir)
     if start_embedded:

@@ -8,7 +8,7 @@ from typing import Iterable
 
 from sqlalchemy import Engine, text
 
-from ..drain import Candidate, Decision, DrainPolicy
+from attribution.drain.policy import Candidate, Decision, DrainPolicy
 
 UTC = timezone.utc
 

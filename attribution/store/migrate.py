@@ -10,7 +10,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, text
 
-from .models import SCHEMA
+from attribution.store.models import SCHEMA
 
 
 def migrations_dir() -> Path:

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from sqlalchemy import Connection, text
 
-from ..timeparse import format_utc
+from attribution.timeparse import format_utc
 
 #: Two jobs with one id whose start times differ by less than this are the same job (store.writer).
 SAME_JOB_WINDOW = timedelta(days=1)

@@ -12,9 +12,9 @@ from datetime import date, datetime, timedelta, timezone
 
 from sqlalchemy import Connection, Engine, text
 
-from ..errors import InputError
-from ..model import Event
-from .codec import event_from_row
+from attribution.errors import InputError
+from attribution.model import Event
+from attribution.store.codec import event_from_row
 
 UTC = timezone.utc
 

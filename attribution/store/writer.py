@@ -17,9 +17,9 @@ from typing import Iterable, Sequence
 
 from sqlalchemy import Connection, text
 
-from ..model import INFRASTRUCTURE_OUTCOMES, Coverage, Event, ExecutionContext, Verdict
-from ..serialize import context_from_json, context_to_json
-from .codec import event_from_row, fingerprint
+from attribution.model import INFRASTRUCTURE_OUTCOMES, Coverage, Event, ExecutionContext, Verdict
+from attribution.serialize import context_from_json, context_to_json
+from attribution.store.codec import event_from_row, fingerprint
 
 UTC = timezone.utc
 JOB_SCOPED_SOURCES = frozenset({"job", "scheduler"})

@@ -27,16 +27,16 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports(include=["attribution"]):
-    from attribution import spool
+    from attribution.node import spool
     from attribution.collect.fabricmanager import FabricManagerLineParser
     from attribution.collect.joblog import JobLineParser, TracebackTracker, looks_labelled
     from attribution.collect.joboutput import parse_job_output
     from attribution.collect.kernel import KernelLineParser
     from attribution.collect.nodelogs import NodeLogSpec, parse_node_log
-    from attribution.correlate import correlate
-    from attribution.extract import extract
+    from attribution.correlate.rootcause import correlate
+    from attribution.extract.events import extract
     from attribution.model import ExecutionContext, Observation
-    from attribution.rulepack import AllLines, load_rules
+    from attribution.rulepack.load import AllLines, load_rules
     from attribution.timeparse import resolve_zone
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -40,7 +40,7 @@ def load_drain_policy(engine, ruleset) -> bool:
     """Make the rule pack's drain policy the one the drain_candidates view evaluates; False when this checkout
     has no drain policy yet."""
     try:
-        from attribution.drain import load_policy
+        from attribution.drain.policy import load_policy
         from attribution.store.drain import load_policy as store_policy
     except ImportError:
         return False

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
-from attribution import spool
+from attribution.node import spool
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent / "attribution"

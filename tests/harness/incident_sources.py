@@ -14,7 +14,7 @@ from pathlib import Path
 
 from attribution.collect.joblog import JobLineParser, looks_labelled
 from attribution.collect.kernel import KernelLineParser
-from attribution.scope import load_context
+from attribution.scope.bundle import load_context
 from attribution.timeparse import YearGuesser
 
 __all__ = ["bundle_streams", "dcgm_history", "H100_BUSES"]

@@ -10,7 +10,7 @@ Use from the root conftest (either form)::
 
 Fixtures
     ``pg_server`` (session)
-        A :class:`PgTestServer`. By default an :class:`~attribution.embedded.EmbeddedPostgres` started once for the
+        A :class:`PgTestServer`. By default an :class:`~attribution.store.embedded.EmbeddedPostgres` started once for the
         whole run in a private temp dir, with ``fast=True`` (no fsync), listening on 127.0.0.1 on a free TCP port
         (and its unix socket); stopped and deleted at the end. ``pg_server.embedded`` is that instance, so a test
         may ``restart()`` or ``stop()``/``start()`` it (``pg_url`` starts it again if a test left it stopped).
@@ -54,7 +54,7 @@ from typing import Any
 
 import pytest
 
-from attribution.embedded import EmbeddedPostgres
+from attribution.store.embedded import EmbeddedPostgres
 from attribution.errors import StoreError
 
 __all__ = [

@@ -1,0 +1,182 @@
+"""correlate: separate the trigger from its consequences across all nodes of a job. Pure.
+
+Implements spec/verdict.md "How the root cause is chosen" over the causal graph of the rule pack:
+window the events, let causes explain what the graph says they explain, demote explained causes to symptoms,
+take the earliest remaining cause as the root, and fall back to symptom hints and then the job state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import Iterable, Sequence
+
+from attribution.correlate.explains import Placed, Relation
+from attribution.model import INFRASTRUCTURE_OUTCOMES, Coverage, Event, ExecutionContext, Symptom, Verdict
+from attribution.rulepack.load import CausalGraph, RuleSet
+
+
+def job_window(ctx: ExecutionContext, graph: CausalGraph) -> tuple[datetime | None, datetime | None]:
+    lo = ctx.start - timedelta(seconds=graph.before_start_seconds) if ctx.start else None
+    hi = ctx.end + timedelta(seconds=graph.after_end_seconds) if ctx.end else None
+    return lo, hi
+
+
+def in_window(ev: Event, lo: datetime | None, hi: datetime | None) -> bool:
+    if ev.time is None:
+        return True
+    if lo is not None and ev.time < lo:
+        return False
+    if hi is not None and ev.time > hi:
+        return False
+    return True
+
+
+def _ref(ev: Event) -> str:
+    where = ev.node or "job"
+    return f"{ev.kind}@{where}:{ev.location}"
+
+
+def correlate(ruleset: RuleSet, ctx: ExecutionContext, events: Iterable[Event],
+              coverage: Sequence[Coverage] = (), max_symptoms: int | None = None) -> Verdict:
+    graph = ruleset.graph
+    lo, hi = job_window(ctx, graph)
+    end_t = ctx.end.timestamp() if ctx.end else math.inf
+    evs = sorted((e for e in events if e.role != "context" and in_window(e, lo, hi)), key=Event.sort_key)
+    placed = [Placed(e, e.time.timestamp() if e.time else end_t, i) for i, e in enumerate(evs)]
+    causes = [p for p in placed if p.ev.role == "cause"]
+    rel = Relation(graph, causes, placed)
+
+    def demoted(c: Placed) -> bool:  # explained by a cause it does not explain in turn
+        return any(not rel.explains(c, a) for a in rel.explainers(c))
+
+    remaining = [c for c in causes if not demoted(c)]
+    remaining.sort(key=lambda c: (math.floor(c.t) if c.t != math.inf else math.inf, -rel.count(c),
+                                  c.ev.node or "\uffff", c.ev.sort_key()))
+    remaining_idx = {c.idx for c in remaining}
+    decision = ruleset.job_states.decide(ctx.state)
+
+    root: Placed | None = None
+    culprits: list[tuple[str, str | None]] = []
+    if decision.final:
+        outcome, action, confidence = decision.outcome, decision.action, decision.confidence
+    elif remaining:
+        root = remaining[0]
+        r = root.ev
+        outcome = r.outcome or "unknown"
+        action = r.action or "investigate"
+        others = {c.ev.outcome for c in remaining[1:]}
+        confidence = "high" if others <= {outcome} else "medium"
+        if outcome in INFRASTRUCTURE_OUTCOMES:
+            culprits = _culprits(root, remaining)
+    else:
+        outcome, action, confidence, culprits = _hint_or_state(ruleset, ctx, placed, decision)
+
+    symptoms: list[Symptom] = []
+    for p in placed:
+        if p is root or p.idx in remaining_idx:
+            continue
+        symptoms.append(Symptom(p.ev, _symptom_ref(rel, p, root, remaining_idx)))
+    if max_symptoms is not None and len(symptoms) > max_symptoms:
+        symptoms = symptoms[:max_symptoms]
+
+    verdict_causes = tuple(c.ev for c in remaining)
+    explanation = explain(ruleset, ctx, outcome, root.ev if root else None, culprits, placed, decision.final)
+    return Verdict(
+        context=ctx,
+        outcome=outcome,
+        confidence=confidence,
+        action=action,
+        root_cause=root.ev if root else None,
+        culprits=tuple(culprits),
+        symptoms=tuple(symptoms),
+        explanation=explanation,
+        coverage=tuple(sorted(coverage, key=lambda c: (c.source, c.node or "", c.file or "", c.status))),
+        rules_version=ruleset.version,
+        causes=verdict_causes,
+    )
+
+
+def _symptom_ref(rel: Relation, p: Placed, root: Placed | None, remaining_idx: set[int]) -> str | None:
+    """What explains a symptom: the root cause if it does, else the earliest remaining cause that does, else
+    the earliest (demoted) cause that does; None when nothing does."""
+    if root is not None and rel.explains(root, p):
+        return "root_cause"
+    first = None
+    for a in rel.explainers(p):
+        if a.idx in remaining_idx:
+            return _ref(a.ev)
+        first = first or a
+    return _ref(first.ev) if first is not None else None
+
+
+def _culprits(root: Placed, remaining: list[Placed]) -> list[tuple[str, str | None]]:
+    out: dict[str, str | None] = {}
+    for c in [root] + remaining:
+        e = c.ev
+        if e.outcome not in INFRASTRUCTURE_OUTCOMES or e.node is None:
+            continue
+        if e.node not in out or (out[e.node] is None and e.gpu):
+            out[e.node] = e.gpu if e.node not in out else (out[e.node] or e.gpu)
+    order = [root.ev.node] + sorted(n for n in out if n != root.ev.node)
+    return [(n, out[n]) for n in order if n in out]
+
+
+def _hint_or_state(ruleset: RuleSet, ctx: ExecutionContext, placed: list[Placed], decision):
+    best = None
+    for p in placed:
+        spec = ruleset.kinds.get(p.ev.kind)
+        if spec is None or not spec.hint or p.ev.role != "symptom":
+            continue
+        pr = spec.hint["priority"]
+        if best is None or pr < best[0]:
+            best = (pr, spec)
+    if best is not None:
+        spec = best[1]
+        h = spec.hint
+        culprits: list[tuple[str, str | None]] = []
+        if h["culprit"] == "node":
+            seen: dict[str, str | None] = {}
+            for p in placed:
+                if p.ev.kind == spec.name and p.ev.node and p.ev.node not in seen:
+                    seen[p.ev.node] = p.ev.gpu
+            culprits = sorted(seen.items())
+        return h["outcome"], h["action"], h["confidence"], culprits
+    culprits = []
+    if decision.culprit == "failed_node" and ctx.failed_node:
+        culprits = [(ctx.failed_node, None)]
+    return decision.outcome, decision.action, decision.confidence, culprits
+
+
+def _fmt_time(t: datetime | None) -> str:
+    return t.strftime("%H:%M:%S") if t else "an unknown time"
+
+
+def explain(ruleset: RuleSet, ctx: ExecutionContext, outcome: str, root: Event | None,
+            culprits: list[tuple[str, str | None]], placed: list[Placed], final: bool) -> str:
+    """One sentence for a human: what broke first, where, and what followed."""
+    symptoms = [p.ev for p in placed if p.ev is not root and (p.ev.role == "symptom" or p.ev.role == "cause")]
+    if final:
+        return f"The job ended {ctx.state}; nothing to attribute."
+    if root is not None:
+        spec = ruleset.kinds.get(root.kind)  # stored by another rule-pack version, or reported from outside
+        what = spec.summary if spec else f"reported {root.kind!r}"
+        if root.code is not None and root.source in ("kernel", "fabricmanager") and "xid" in root.rule.lower():
+            what = f"{what} (Xid {root.code})"
+        dev = f"GPU {root.gpu} on {root.node}" if root.gpu and root.node else (root.node or "the job")
+        head = f"{dev} {what} at {_fmt_time(root.time)}"
+        if not symptoms:
+            return head + "."
+        by_kind = Counter(e.kind for e in symptoms)
+        nodes = {e.node for e in symptoms if e.node}
+        top = ", ".join(f"{n} {k}" for k, n in by_kind.most_common(3))
+        return f"{head}; {len(symptoms)} consequences on {len(nodes)} node(s) followed ({top})."
+    if culprits:
+        names = ", ".join(n for n, _ in culprits)
+        return f"No cause event was found; the evidence points at {outcome} on {names}."
+    if symptoms:
+        by_kind = Counter(e.kind for e in symptoms)
+        top = ", ".join(f"{n} {k}" for k, n in by_kind.most_common(3))
+        return f"Only symptoms were found ({top}); outcome {outcome} from the evidence and job state {ctx.state}."
+    return f"No fault event in the job window; job state {ctx.state} gives {outcome}."

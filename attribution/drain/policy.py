@@ -1,0 +1,170 @@
+"""Deciding which nodes to drain, safely: the policy as data, validation, and the capped decision. Pure.
+
+The candidates come from the `drain_candidates` view (the policy evaluated in SQL over the stored history);
+this module decides what to do with them given what Slurm says of each node and the policy's safety caps:
+at most a share of a cluster's nodes drained by this tool at once, at most so many drains per hour. Past a
+cap it drains nothing more and says why. Node names are validated before any scontrol call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from attribution.model import INFRASTRUCTURE_OUTCOMES
+from attribution.rulepack.load import RuleSet
+
+#: Slurm node names: letters, digits, and . _ - (no spaces, quotes, brackets or shell characters).
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: Slurm node states in which a node must not be drained again.
+UNAVAILABLE_STATES = ("DRAIN", "DOWN", "FAIL", "MAINT", "REBOOT", "POWER", "FUTURE")
+
+
+def valid_node_name(name: str) -> bool:
+    return bool(NODE_NAME.match(name or ""))
+
+
+@dataclass(frozen=True)
+class Condition:
+    id: str
+    min_count: int
+    window_days: int
+    label: str
+    score: float
+    kinds: tuple[str, ...] = ()
+    per: str | None = None
+    distinct: str | None = None
+    culprit_distinct: str | None = None
+
+
+@dataclass(frozen=True)
+class DrainPolicy:
+    version: str
+    reason_prefix: str
+    max_fraction_drained: float
+    min_nodes_allowed: int
+    max_drains_per_hour: int
+    conditions: tuple[Condition, ...]
+    document: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def caps(self) -> dict:
+        return {"max_fraction_drained": self.max_fraction_drained, "min_nodes_allowed": self.min_nodes_allowed,
+                "max_drains_per_hour": self.max_drains_per_hour}
+
+
+class PolicyError(ValueError):
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def policy_problems(ruleset: RuleSet) -> list[str]:
+    """What is wrong with the pack's drain policy beyond its schema: unknown kinds, kinds that must never drain."""
+    docs = ruleset.document("drain_policy")
+    if len(docs) != 1:
+        return [f"{ruleset.root}: expected exactly one drain policy file (type: drain_policy), found {len(docs)}"]
+    origin, doc = docs[0]
+    problems = []
+    ids = set()
+    for c in doc["conditions"]:
+        if c["id"] in ids:
+            problems.append(f"{origin}: condition id {c['id']!r} used twice")
+        ids.add(c["id"])
+        for kind in c.get("kinds", []):
+            spec = ruleset.kinds.get(kind)
+            if spec is None:
+                problems.append(f"{origin}: condition {c['id']}: unknown kind {kind!r}")
+            elif spec.role != "cause" or spec.outcome not in INFRASTRUCTURE_OUTCOMES:
+                problems.append(f"{origin}: condition {c['id']}: kind {kind!r} is a {spec.role}"
+                                f"{' of outcome ' + spec.outcome if spec.outcome else ''}; only infrastructure "
+                                f"causes may drain a node")
+    return problems
+
+
+def load_policy(ruleset: RuleSet) -> DrainPolicy:
+    problems = policy_problems(ruleset)
+    if problems:
+        raise PolicyError(problems)
+    _, doc = ruleset.document("drain_policy")[0]
+    caps = doc["caps"]
+    conds = []
+    for c in doc["conditions"]:
+        culprit = c.get("culprit_of_failed_jobs")
+        conds.append(Condition(id=c["id"], min_count=int(c["min_count"]), window_days=int(c["window_days"]),
+                               label=c.get("label") or c["id"], score=float(c["score"]),
+                               kinds=tuple(c.get("kinds", ())), per=c.get("per"), distinct=c.get("distinct"),
+                               culprit_distinct=culprit["distinct"] if culprit else None))
+    version = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+    return DrainPolicy(version=version, reason_prefix=doc["reason_prefix"],
+                       max_fraction_drained=float(caps["max_fraction_drained"]),
+                       min_nodes_allowed=int(caps.get("min_nodes_allowed", 0)),
+                       max_drains_per_hour=int(caps["max_drains_per_hour"]), conditions=tuple(conds), document=doc)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    cluster: str
+    node: str
+    reason: str
+    evidence: Any
+    score: float
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    state: str  # Slurm's state words, e.g. IDLE, MIXED+DRAIN, DOWN*
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    candidate: Candidate
+    decision: str  # apply | skipped | capped
+    detail: str
+
+
+def node_unavailable(state: str) -> bool:
+    s = state.upper()
+    return any(word in s for word in UNAVAILABLE_STATES)
+
+
+def decide(candidates: Iterable[Candidate], nodes: Mapping[str, NodeState], policy: DrainPolicy,
+           applied_last_hour: int) -> list[Decision]:
+    """What to do with each candidate of one cluster: apply, skip (and why) or cap (and which cap)."""
+    total = len(nodes)
+    ours = sum(1 for n in nodes.values() if node_unavailable(n.state) and (n.reason or "").startswith(
+        policy.reason_prefix))
+    allowed_total = max(policy.min_nodes_allowed, math.floor(policy.max_fraction_drained * total))
+    room_fraction = allowed_total - ours
+    room_hour = policy.max_drains_per_hour - applied_last_hour
+    out: list[Decision] = []
+    applied = 0
+    for c in sorted(candidates, key=lambda c: (-c.score, c.node)):
+        if not valid_node_name(c.node):
+            out.append(Decision(c, "skipped", "node name is not a valid Slurm node name; not passed to scontrol"))
+            continue
+        n = nodes.get(c.node)
+        if n is None:
+            out.append(Decision(c, "skipped", "Slurm does not know this node"))
+            continue
+        if node_unavailable(n.state):
+            out.append(Decision(c, "skipped", f"already {n.state}" + (f" ({n.reason})" if n.reason else "")))
+            continue
+        if applied >= room_fraction:
+            out.append(Decision(c, "capped", f"cap: at most {allowed_total} of {total} nodes "
+                                             f"({policy.max_fraction_drained:.0%}) drained by attribution at once; "
+                                             f"{ours + applied} already are"))
+            continue
+        if applied >= room_hour:
+            out.append(Decision(c, "capped", f"cap: at most {policy.max_drains_per_hour} drains per hour; "
+                                             f"{applied_last_hour + applied} in the last hour"))
+            continue
+        out.append(Decision(c, "apply", "policy met"))
+        applied += 1
+    return out

@@ -1,0 +1,1 @@
+"""extract: observations (log lines, metric series) to normalized events by the rules of a loaded RuleSet. Pure."""

@@ -1,0 +1,167 @@
+"""extract: observations to normalized events, by the rules of a loaded RuleSet. Pure.
+
+Every rule that matches a record emits an event (no first-match-wins); a rule may step aside when another
+kind was found on the same record (`unless_kinds`). Catalog rules take kind, action and severity from the
+catalog entry of the captured code. The node of a job-output line is resolved as spec/bundle.md says: a host
+name in the line, then a rank, then the srun label, then the file name.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Iterable, Mapping
+
+from attribution.model import Event, ExecutionContext, Observation
+from attribution.rulepack.load import SPECIAL_GROUPS, Rule, RuleSet
+from attribution.timeparse import TimeError, parse_iso, resolve_zone
+
+
+def normalize_gpu(value: str | None) -> str | None:
+    """PCI ids in every printed form (`PCI:0000:9b:00`, `00000000:86:00.0`, `3b:00.0`) to `dddd:bb:dd`."""
+    if not value:
+        return None
+    v = value.strip().lower()
+    if v.startswith("pci:"):
+        v = v[4:]
+    parts = v.split(":")
+    if len(parts) == 2:
+        parts = ["0000"] + parts
+    if len(parts) != 3:
+        return value.strip().lower()
+    domain, bus, dev = parts
+    dev = dev.split(".", 1)[0]
+    domain = domain[-4:].rjust(4, "0")
+    return f"{domain}:{bus.rjust(2, '0')}:{dev.rjust(2, '0')}"
+
+
+INT4_MAX = 2**31 - 1
+
+
+def _int(v: str | None) -> int | None:
+    """A captured number, or None when it is not one or is beyond any real code or rank (the store's int4)."""
+    if v is None or len(v) > 12:
+        return None
+    try:
+        n = int(v)
+    except ValueError:
+        return None
+    return n if -INT4_MAX <= n <= INT4_MAX else None
+
+
+def resolve_node(ctx: ExecutionContext, obs: Observation, groups: Mapping[str, str]) -> str | None:
+    """Which node an event belongs to (spec/bundle.md 'Which node a job-output line belongs to')."""
+    if obs.source not in ("job", "scheduler"):
+        return obs.node
+    for host in (groups.get("host"), groups.get("node"), obs.host):
+        n = ctx.resolve_host(host)
+        if n:
+            return n
+    for rank in (_int(groups.get("rank")), obs.rank):
+        n = ctx.node_of_rank(rank)
+        if n:
+            return n
+    for task in (_int(groups.get("task")), obs.label):
+        n = ctx.node_of_task(task)
+        if n:
+            return n
+    return obs.node
+
+
+def _event_time(obs: Observation, groups: Mapping[str, str], zone) -> datetime | None:
+    if obs.time is not None:
+        return obs.time
+    ts = groups.get("ts")
+    if ts:
+        try:
+            return parse_iso(ts, zone)
+        except TimeError:
+            return None
+    return None
+
+
+def _normalize_message(text: str) -> str:
+    return " ".join(text.split())
+
+
+def extract_one(ruleset: RuleSet, ctx: ExecutionContext, obs: Observation, zone=None) -> list[Event]:
+    """Every event the rules find in one observation."""
+    if zone is None:
+        zone = resolve_zone(ctx.timezone)
+    produced: list[tuple[Rule, Event]] = []
+    for rule in ruleset.matching(obs.source, obs.text):
+        if rule.require_flags and not rule.require_flags <= obs.flags:
+            continue
+        m = rule.regex.search(obs.text)
+        if m is None:
+            continue
+        groups = {k: v for k, v in m.groupdict().items() if v is not None}
+        ev = _event(ruleset, ctx, obs, rule, groups, zone)
+        if ev is not None:
+            produced.append((rule, ev))
+    if not produced:
+        return []
+    kinds_here = {ev.kind for _, ev in produced}
+    return [ev for rule, ev in produced if not (rule.unless_kinds & (kinds_here - {ev.kind}))]
+
+
+def _event(ruleset: RuleSet, ctx: ExecutionContext, obs: Observation, rule: Rule,
+           groups: dict[str, str], zone) -> Event | None:
+    code = _int(groups.get("code"))
+    if code is None:
+        code = rule.code
+    kind, action, severity = rule.kind, rule.action, rule.severity
+    fields = {k: v for k, v in groups.items() if k not in SPECIAL_GROUPS}
+    fields.update(rule.set_fields)
+    if rule.catalog:
+        entry = ruleset.catalogs[rule.catalog].lookup(code)
+        if entry is None:
+            return None
+        kind = entry.kind
+        action = entry.action or action
+        severity = entry.severity or severity
+        if entry.mnemonic:
+            fields["mnemonic"] = entry.mnemonic
+        for fname, rx in entry.fields:
+            fm = rx.search(obs.text)
+            if fm:
+                fields[fname] = fm.group(1) if fm.groups() else fm.group(0)
+        probe = dict(groups)
+        probe.update(fields)
+        probe.setdefault("text", obs.text)
+        for v in entry.variants:
+            if v.applies(probe):
+                kind = v.kind
+                action = v.action or action
+                severity = v.severity or severity
+                break
+    assert kind is not None
+    spec = ruleset.kinds[kind]
+    rank = _int(groups.get("rank"))
+    return Event(
+        kind=kind,
+        role=rule.role or spec.role,
+        rule=rule.id,
+        source=obs.source,
+        location=obs.location,
+        line=obs.line,
+        message=_normalize_message(obs.text),
+        node=resolve_node(ctx, obs, groups),
+        gpu=normalize_gpu(groups.get("gpu")),
+        code=code,
+        rank=rank if rank is not None else obs.rank,
+        time=_event_time(obs, groups, zone),
+        outcome=spec.outcome,
+        action=action or spec.action,
+        severity=severity or spec.severity,
+        fields=fields,
+    )
+
+
+def extract(ruleset: RuleSet, ctx: ExecutionContext, observations: Iterable[Observation]) -> list[Event]:
+    """All events of all observations, in a total order that does not depend on the input order."""
+    zone = resolve_zone(ctx.timezone)
+    out: list[Event] = []
+    for obs in observations:
+        out.extend(extract_one(ruleset, ctx, obs, zone))
+    out.sort(key=Event.sort_key)
+    return out

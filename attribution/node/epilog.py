@@ -1,0 +1,251 @@
+"""What the Slurm hooks do once they decided a job is worth a look: collect, extract, store, or spool.
+
+`run_node` (node Epilog) reads this node's kernel and Fabric Manager logs for the job window; `run_controller`
+(EpilogSlurmctld) reads the job's stdout/stderr and the final job state. Both store through the normal ingest
+(which re-attributes the job from every piece stored so far), within a deadline; when the database is away or
+slow they write the payload to the spool and return. Replays of the spool go through `replay`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Mapping
+
+from attribution.node import spool
+from attribution.collect.joboutput import read_job_output
+from attribution.collect.live import LiveSources, boot_time, collect_node
+from attribution.config import Settings
+from attribution.errors import InputError, StoreError
+from attribution.extract.events import extract
+from attribution.model import Coverage, Event, ExecutionContext, Observation
+from attribution.rulepack.load import RuleSet
+from attribution.scope.bundle import scheduler_observations
+from attribution.serialize import (context_from_json, context_to_json, coverage_from_json, coverage_to_json, event_from_json,
+                        event_to_json)
+from attribution.scope.slurm import (EpilogEnv, controller_context, expand_output_pattern, implied_state, job_window, node_context,
+                    parse_scontrol_job, still_completing)
+
+UTC = timezone.utc
+
+
+@dataclass
+class HookReport:
+    """What one hook run did, for its log line."""
+
+    role: str
+    job_id: str
+    events: int = 0
+    stored: bool = False
+    spooled: Path | None = None
+    skipped: str | None = None
+    error: str | None = None
+    replayed: int = 0
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        parts = [f"{self.role} job {self.job_id}", f"{self.events} event(s)"]
+        if self.replayed:
+            parts.append(f"replayed {self.replayed} spooled")
+        if self.skipped:
+            parts.append(f"skipped: {self.skipped}")
+        if self.stored:
+            parts.append("stored")
+        if self.spooled:
+            parts.append(f"spooled to {self.spooled}")
+        if self.error:
+            parts.append(f"error: {self.error}")
+        parts.append(f"{self.seconds:.3f}s")
+        return "; ".join(parts)
+
+
+def read_prolog_stamp(state_dir: Path, job_id: str) -> tuple[datetime | None, dict[str, int]]:
+    """The start time and log offsets `hooks/prolog` wrote when the job started on this node."""
+    p = state_dir / f"job-{job_id}.start"
+    try:
+        text = p.read_text()
+    except OSError:
+        return None, {}
+    start = None
+    offsets: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if not value.strip().isdigit():
+            continue
+        if key == "start":
+            start = datetime.fromtimestamp(int(value), tz=UTC)
+        elif key.endswith("_offset"):
+            offsets[key[: -len("_offset")]] = int(value)
+    return start, offsets
+
+
+def payload(ctx: ExecutionContext, events: list[Event], coverage: list[Coverage], source: str) -> dict:
+    return {"type": "ingest", "source": source, "context": context_to_json(ctx),
+            "events": [event_to_json(e) for e in events], "coverage": [coverage_to_json(c) for c in coverage]}
+
+
+def replay(ruleset: RuleSet, engine, data: Mapping, deadline: float | None = None) -> None:
+    """Store one spooled payload (the spool's flush handler). A payload that is malformed, or that the database
+    refuses for its content, raises spool.Refused (moved aside); an unreachable database raises StoreError."""
+    from attribution.pipeline import ingest
+
+    try:
+        if data.get("type") != "ingest":
+            raise ValueError(f"unknown spool payload type {data.get('type')!r}")
+        ctx = context_from_json(data["context"], "spooled context")
+        events = [event_from_json(e) for e in data.get("events", [])]
+        coverage = [coverage_from_json(c) for c in data.get("coverage", [])]
+    except (InputError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise spool.Refused(f"malformed payload: {exc}") from exc
+    try:
+        ingest(ruleset, engine, ctx, events, coverage, str(data.get("source") or "node"), deadline=deadline)
+    except InputError as exc:
+        raise spool.Refused(str(exc)) from exc
+    except StoreError as exc:
+        if exc.permanent:
+            raise spool.Refused(str(exc)) from exc
+        raise
+
+
+def replay_to_service(client, data: Mapping, deadline: float | None = None) -> None:
+    """Send one spooled payload to the service (the spool's flush handler when service_url is set). A payload the
+    service refuses for good (malformed) is moved aside to `bad/` with the reason instead of blocking the spool."""
+    from attribution.node.service_client import ServiceRejected
+
+    try:
+        client.post_observations(dict(data), deadline=deadline)
+    except ServiceRejected as exc:
+        raise spool.Refused(f"refused by the service: {exc}") from exc
+
+
+def send_or_spool(settings: Settings, data: dict, deadline: float, report: HookReport) -> None:
+    """Report to the service at settings.service_url, then replay what the spool holds; spool on any failure."""
+    from attribution.node.service_client import client_from_settings
+
+    try:
+        with client_from_settings(settings) as client:
+            client.post_observations(data, deadline=deadline)
+            report.stored = True
+            if time.monotonic() < deadline:
+                res = spool.flush(settings.spool, lambda d: replay_to_service(client, d, deadline),
+                                  deadline=deadline)
+                report.replayed = res.replayed
+    except Exception as exc:  # the service is away, slow, refused, or its token is unreadable: nothing may be lost
+        report.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if not report.stored:
+            report.spooled = spool.write(settings.spool, data)
+
+
+def store_or_spool(ruleset: RuleSet, engine_factory: Callable, settings: Settings, ctx: ExecutionContext,
+                   events: list[Event], coverage: list[Coverage], source: str, deadline: float,
+                   report: HookReport) -> None:
+    """Store through the service when settings.service_url is set, else in the database; spool on failure."""
+    from attribution.pipeline import ingest
+
+    if settings.service_url:
+        send_or_spool(settings, payload(ctx, events, coverage, source), deadline, report)
+        return
+    try:
+        with engine_factory() as engine:
+            ingest(ruleset, engine, ctx, events, coverage, source, deadline=deadline)
+            report.stored = True
+            if time.monotonic() < deadline:
+                res = spool.flush(settings.spool, lambda d: replay(ruleset, engine, d, deadline), deadline=deadline)
+                report.replayed = res.replayed
+    except Exception as exc:  # the database is away, slow or refused: nothing may be lost
+        report.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        report.spooled = spool.write(settings.spool, payload(ctx, events, coverage, source))
+
+
+def run_node(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_factory, deadline: float,
+             now: datetime | None = None, sources: LiveSources | None = None) -> HookReport:
+    t0 = time.monotonic()
+    report = HookReport("node", env.job_id)
+    now = now or datetime.now(UTC)
+    state_dir = Path(settings.epilog.state_dir) if settings.epilog.state_dir else settings.home / "state"
+    prolog_start, offsets = read_prolog_stamp(state_dir, env.job_id)
+    window = job_window(env, now, prolog_start, settings.epilog.lookback_seconds)
+    cluster = env.cluster or settings.cluster or "default"
+    node = env.node or os.uname().nodename.split(".")[0]
+    ctx = node_context(env, window, cluster, boot_time())
+    sources = sources or LiveSources(kernel=settings.epilog.kernel_source, kernel_file=settings.epilog.kernel_file,
+                                     fabricmanager_log=settings.epilog.fabricmanager_log,
+                                     timeout=max(1.0, (deadline - time.monotonic()) / 3))
+    obs, cov = collect_node(sources, node, ctx, ruleset.prefilter, window.start, window.end, offsets)
+    events = extract(ruleset, ctx, obs)
+    report.events = len(events)
+    if not events and not env.failed:
+        report.skipped = "clean job, nothing to store"
+    else:
+        store_or_spool(ruleset, engine_factory, settings, ctx, events, cov, "node", deadline, report)
+    _forget_stamp(state_dir, env.job_id)
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+def _forget_stamp(state_dir: Path, job_id: str) -> None:
+    try:
+        (state_dir / f"job-{job_id}.start").unlink()
+    except OSError:
+        pass
+
+
+def scontrol_show_job(job_id: str, scontrol: str = "/usr/bin/scontrol", timeout: float = 5.0) -> dict[str, str]:
+    try:
+        r = subprocess.run([scontrol, "show", "job", "-o", str(job_id)], capture_output=True, text=True,
+                           timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return parse_scontrol_job(r.stdout) if r.returncode == 0 else {}
+
+
+def job_output_files(env: EpilogEnv, info: Mapping[str, str]) -> list[Path]:
+    """The job's stdout and stderr, from the epilog's patterns or scontrol's expanded paths."""
+    paths: list[str] = []
+    for key, pattern in (("StdOut", env.stdout), ("StdErr", env.stderr)):
+        expanded = info.get(key)
+        if expanded and "%" not in expanded:
+            paths.append(expanded)
+        elif pattern is not None or key == "StdOut":
+            paths.append(expand_output_pattern(pattern or "", env))
+    out: list[Path] = []
+    for p in paths:
+        if p and p not in (str(x) for x in out) and p != "/dev/null":
+            out.append(Path(p))
+    return out
+
+
+def run_controller(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_factory, deadline: float,
+                   info: Mapping[str, str] | None = None, now: datetime | None = None) -> HookReport:
+    t0 = time.monotonic()
+    report = HookReport("controller", env.job_id)
+    now = now or datetime.now(UTC)
+    info = info if info is not None else scontrol_show_job(env.job_id)
+    cluster = env.cluster or settings.cluster or "default"
+    ctx = controller_context(env, info, cluster, now)
+    obs: list[Observation] = []
+    cov: list[Coverage] = []
+    if settings.epilog.job_output:
+        for path in job_output_files(env, info):
+            o, c = read_job_output(path, str(path), ctx, ruleset.prefilter("job"))
+            obs += o
+            cov.append(c)
+    banner_state = implied_state(extract(ruleset, ctx, obs)) if still_completing(info) else None
+    if banner_state and ctx.state in ("COMPLETED", "FAILED"):
+        ctx = replace(ctx, state=banner_state)
+    events = extract(ruleset, ctx, obs + scheduler_observations(ctx))
+    report.events = len(events)
+    if ctx.state == "COMPLETED" and not env.failed and not any(e.role == "cause" for e in events):
+        report.skipped = "job completed"
+    else:
+        store_or_spool(ruleset, engine_factory, settings, ctx, events, cov, "controller", deadline, report)
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+__all__ = ["run_node", "run_controller", "replay", "replay_to_service", "read_prolog_stamp", "HookReport",
+           "StoreError"]

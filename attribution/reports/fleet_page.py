@@ -1,0 +1,144 @@
+"""The fleet report page: totals, the weekly charts, the recurring nodes and GPUs with sparklines, the drain
+candidates and the GPU-hours lost by cause, over store.reports.FleetData."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+from attribution.store.reports import FleetData
+from attribution.reports.fleet_charts import failed_jobs_chart, fault_events_chart, gpu_hours_chart, sparkline, weekly_counts
+from attribution.reports.shell import document, esc
+
+
+def _stat(label: str, value: str, element_id: str) -> str:
+    return (f'<div class="stat" id="{element_id}"><div class="value">{esc(value)}</div>'
+            f'<div class="muted">{esc(label)}</div></div>')
+
+
+def _day(t: datetime | None) -> str:
+    return t.strftime("%Y-%m-%d") if t else "-"
+
+
+def _recurring_table(rows: list[dict], counts: dict, by_gpu: bool, weeks, prefix: str) -> tuple[str, dict]:
+    """The table and its sparklines' specifications (by element id)."""
+    specs: dict = {}
+    if not rows:
+        return '<p class="muted">No fault recurred on a node in two or more weeks.</p>', specs
+    head = ("<tr><th>node</th>" + ("<th>gpu</th>" if by_gpu else "") +
+            "<th>recurring faults</th><th class=\"num\">weeks</th><th class=\"num\">events</th>"
+            "<th class=\"num\">failed jobs</th><th>last seen</th><th>events per week</th></tr>")
+    body = []
+    for i, r in enumerate(rows):
+        key = (r["cluster"], r["node"], r["gpu"]) if by_gpu else (r["cluster"], r["node"])
+        chart_id = f"{prefix}-{i}"
+        specs[chart_id] = sparkline(weeks, counts.get(key, {}))
+        body.append(
+            f'<tr data-node="{esc(r["node"])}"><td><b>{esc(r["node"])}</b> <span class="muted">'
+            f'{esc(r["cluster"])}</span></td>' + (f'<td class="mono">{esc(r["gpu"])}</td>' if by_gpu else "") +
+            f'<td>{esc(r["faults"])}</td><td class="num">{r["weeks"]}</td><td class="num">{r["events"]}</td>'
+            f'<td class="num">{r["jobs_failed"]}</td><td>{esc(_day(r["last_seen"]))}</td>'
+            f'<td><div class="spark" id="{chart_id}"></div></td></tr>')
+    return f'<table id="{prefix}">{head}{"".join(body)}</table>', specs
+
+
+def _evidence(evidence) -> str:
+    """The drain policy's evidence as short lines: the condition, what happened, where, how often, when."""
+    if not evidence:
+        return ""
+    items = evidence if isinstance(evidence, list) else [evidence]
+    lines = []
+    for e in items:
+        if not isinstance(e, dict):
+            lines.append(esc(json.dumps(e, default=str)[:200]))
+            continue
+        what = " ".join(str(e[k]) for k in ("kind", "code") if e.get(k) is not None)
+        gpu = f" gpu {e['gpu']}" if e.get("gpu") else ""
+        events = e.get("events")
+        jobs = ", ".join(f"{j.get('cluster')}/{j.get('job_id')}" if isinstance(j, dict) else str(j)
+                         for j in (e.get("jobs") or [])[:5])
+        count = f", {len(events)} event(s)" if isinstance(events, list) else ""
+        last = f", last {str(e['last_seen'])[:16].replace('T', ' ')}" if e.get("last_seen") else ""
+        lines.append(f"<b>{esc(e.get('condition', ''))}</b> {esc(what)}{esc(gpu)}{esc(count)}"
+                     f"{esc(' in ' + jobs if jobs else '')}{esc(last)}")
+    return "<br>".join(lines)
+
+
+def _drain_table(rows: list[dict]) -> str:
+    if not rows:
+        return ('<p class="muted" id="drain-candidates">No node to drain now: the drain policy '
+                '(attribution.drain_candidates) names none.</p>')
+    body = []
+    for r in rows:
+        score = "" if r["score"] is None else f"{float(r['score']):.2f}"
+        body.append(f'<tr data-node="{esc(r["node"])}"><td><b>{esc(r["node"])}</b> <span class="muted">'
+                    f'{esc(r["cluster"])}</span></td><td>{esc(r["reason"])}</td><td class="num">{score}</td>'
+                    f'<td>{_evidence(r["evidence"])}</td></tr>')
+    return ('<table id="drain-candidates"><tr><th>node</th><th>reason</th><th class="num">score</th>'
+            f"<th>evidence</th></tr>{''.join(body)}</table>")
+
+
+def _gpu_hours_table(data: FleetData) -> str:
+    rows = "".join(
+        f'<tr><td>{esc(r["outcome"])}</td><td>{esc(r["cause"])}</td><td class="num">{r["jobs"]}</td>'
+        f'<td class="num">{float(r["gpu_hours"]):,.1f}</td><td class="num">{r["jobs_without_size"] or ""}</td></tr>'
+        for r in data.failed_gpu_hours)
+    return ("<details><summary>as a table</summary><table id=\"gpu-hours-table\"><tr><th>outcome</th>"
+            "<th>root cause</th><th class=\"num\">failed jobs</th><th class=\"num\">GPU-hours</th>"
+            "<th class=\"num\">jobs without GPU count or end</th></tr>" + rows + "</table></details>")
+
+
+EXTRA_CSS = """
+<style>
+.stats { display:flex; flex-wrap:wrap; gap: 12px; margin: 12px 0 4px; }
+.stat { border:1px solid var(--line); border-radius: 4px; padding: 8px 16px; min-width: 150px;
+        background: var(--panel); }
+.stat .value { font-size: 22px; font-weight: 600; }
+.spark { width: 160px; height: 30px; }
+table td { vertical-align: middle; }
+</style>"""
+
+
+def fleet_html(data: FleetData, bundle: str, generated_at: datetime | None = None) -> str:
+    """The fleet report page, with the chart library's JavaScript `bundle` inlined."""
+    last_day = data.until - timedelta(days=1)  # the Sunday that ends the last week
+    nodes, node_sparks = _recurring_table(data.recurring_nodes, weekly_counts(data, False), False, data.weeks,
+                                          "recurring-nodes")
+    gpus, gpu_sparks = _recurring_table(data.recurring_gpus, weekly_counts(data, True), True, data.weeks,
+                                        "recurring-gpus")
+    specs = {"chart-failed-jobs": failed_jobs_chart(data), "chart-fault-events": fault_events_chart(data),
+             "chart-gpu-hours": gpu_hours_chart(data), **node_sparks, **gpu_sparks}
+    t = data.totals
+    stamp = (generated_at or datetime.now().astimezone()).strftime("%Y-%m-%d %H:%M %Z")
+    body = f"""<main>
+{EXTRA_CSS}
+<h1>Fleet report: {len(data.weeks)} week(s), from the week of {esc(_day(data.since))} to the week of
+{esc(_day(data.weeks[-1]))}</h1>
+<div class="facts"><span>weeks are ISO weeks (Monday 00:00 UTC), the current one so far; a job counts in the week
+it ended</span></div>
+<div class="stats">
+  {_stat("jobs", f"{t['jobs']:,}", "stat-jobs")}
+  {_stat("failed jobs", f"{t['failed']:,}", "stat-failed")}
+  {_stat("GPU-hours of failed jobs", f"{float(t['failed_gpu_hours']):,.0f}", "stat-gpu-hours")}
+  {_stat("recurring nodes", f"{len(data.recurring_nodes):,}", "stat-recurring")}
+  {_stat("drain candidates", f"{len(data.drain_candidates):,}", "stat-drain")}
+</div>
+<div class="grid2">
+  <div class="chart" id="chart-failed-jobs"></div>
+  <div class="chart" id="chart-fault-events"></div>
+</div>
+<h2>Top recurring nodes</h2>
+<p class="muted">Nodes with a fault (same kind and code) in two or more ISO weeks, seen in this period; failed jobs
+are those whose root cause was that fault on that node.</p>
+{nodes}
+<h2>Top recurring GPUs</h2>
+{gpus}
+<h2>Drain candidates</h2>
+{_drain_table(data.drain_candidates)}
+<h2>Failed GPU-hours by cause</h2>
+<div class="chart" id="chart-gpu-hours"></div>
+{_gpu_hours_table(data)}
+<footer>attribution fleet report · generated {esc(stamp)} · from the views job_verdicts, node_faults_weekly,
+recurring_faults, fault_events, drain_candidates</footer>
+</main>"""
+    return document(f"Fleet report {_day(data.since)} to {_day(last_day)}", body, specs, bundle)

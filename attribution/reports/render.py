@@ -1,0 +1,120 @@
+"""A verdict as the JSON of spec/verdict.md, and as a short text for a human at a terminal."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from attribution.model import Event, Verdict
+from attribution.timeparse import format_utc
+
+SCHEMA = "attribution.verdict/1"
+
+
+def event_dict(ev: Event, root: bool = False) -> dict:
+    d = {
+        "kind": ev.kind,
+        "code": ev.code,
+        "node": ev.node,
+        "gpu": ev.gpu,
+        "rank": ev.rank,
+        "time": format_utc(ev.time),
+        "source": ev.source,
+        "rule": ev.rule,
+        "location": ev.location,
+        "line": ev.line,
+    }
+    if root:
+        d["role"] = ev.role
+        d["outcome"] = ev.outcome
+        d["action"] = ev.action
+        if ev.fields:
+            d["fields"] = dict(ev.fields)
+    return d
+
+
+def symptom_groups(verdict: Verdict) -> list[dict]:
+    groups: dict[tuple, list[Event]] = defaultdict(list)
+    for s in verdict.symptoms:
+        groups[(s.event.kind, s.event.node)].append(s.event)
+    out = []
+    for (kind, node), evs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0][0], kv[0][1] or "")):
+        times = [e.time for e in evs if e.time]
+        out.append({"kind": kind, "node": node, "count": len(evs),
+                    "first": format_utc(min(times)) if times else None,
+                    "last": format_utc(max(times)) if times else None})
+    return out
+
+
+def verdict_to_dict(verdict: Verdict, symptom_limit: int | None = None) -> dict:
+    ctx = verdict.context
+    symptoms = verdict.symptoms if symptom_limit is None else verdict.symptoms[:symptom_limit]
+    return {
+        "schema": SCHEMA,
+        "job": {
+            "cluster": ctx.cluster,
+            "job_id": ctx.job_id,
+            "user": ctx.user,
+            "partition": ctx.partition,
+            "state": ctx.state,
+            "exit_code": ctx.exit_code,
+            "failed_node": ctx.failed_node,
+            "start": format_utc(ctx.start),
+            "end": format_utc(ctx.end),
+            "nodes": list(ctx.nodes),
+        },
+        "outcome": verdict.outcome,
+        "confidence": verdict.confidence,
+        "action": verdict.action,
+        "root_cause": event_dict(verdict.root_cause, root=True) if verdict.root_cause else None,
+        "culprits": [{"node": n, "gpu": g} for n, g in verdict.culprits],
+        "symptoms": [dict(event_dict(s.event), explained_by=s.explained_by) for s in symptoms],
+        "symptoms_total": len(verdict.symptoms),
+        "symptom_groups": symptom_groups(verdict),
+        "other_causes": [event_dict(e) for e in verdict.causes[1:]] if verdict.root_cause else
+                        [event_dict(e) for e in verdict.causes],
+        "explanation": verdict.explanation,
+        "coverage": [c.as_dict() for c in verdict.coverage],
+        "rules_version": verdict.rules_version,
+    }
+
+
+def render_text(verdict: Verdict, top: int = 8) -> str:
+    ctx = verdict.context
+    lines = [
+        f"job {ctx.cluster}/{ctx.job_id}  state {ctx.state}  exit {ctx.exit_code or '-'}  "
+        f"{len(ctx.nodes)} node(s)  {format_utc(ctx.start) or '?'} .. {format_utc(ctx.end) or '?'}",
+        f"outcome     {verdict.outcome}  (confidence {verdict.confidence})",
+        f"action      {verdict.action}",
+    ]
+    r = verdict.root_cause
+    if r:
+        where = r.node or "job"
+        gpu = f" gpu {r.gpu}" if r.gpu else ""
+        code = f" code {r.code}" if r.code is not None else ""
+        lines.append(f"root cause  {r.kind}{code} on {where}{gpu} at {format_utc(r.time) or 'unknown time'}")
+        lines.append(f"            {r.location}: {r.line[:200]}")
+    else:
+        lines.append("root cause  none found")
+    lines.append("culprits    " + (", ".join(f"{n}" + (f" (gpu {g})" if g else "") for n, g in verdict.culprits)
+                                  or "none"))
+    lines.append(f"why         {verdict.explanation}")
+    groups = symptom_groups(verdict)
+    if groups:
+        lines.append(f"symptoms    {len(verdict.symptoms)} in {len(groups)} group(s):")
+        for g in groups[:top]:
+            lines.append(f"  {g['count']:>6}  {g['kind']:<28} {g['node'] or '(job)'}")
+        if len(groups) > top:
+            rest = sum(g["count"] for g in groups[top:])
+            lines.append(f"  {rest:>6}  ... in {len(groups) - top} more group(s)")
+    gaps = [c for c in verdict.coverage if c.status != "ok" or c.notes]
+    if gaps:
+        lines.append("coverage gaps:")
+        for c in gaps:
+            what = c.file or f"{c.source} on {c.node}"
+            detail = c.reason or "; ".join(c.notes)
+            if c.reason and c.notes:
+                detail += "; " + "; ".join(c.notes)
+            lines.append(f"  {c.status:<8} {what}: {detail}")
+    counts = Counter(c.status for c in verdict.coverage)
+    lines.append("sources     " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    return "\n".join(lines)

@@ -1,0 +1,90 @@
+"""Checking a rule pack: schema and semantics (rulepack) plus every rule's own examples.
+
+Each rule carries real lines it must match (with the fields it must produce) and near-misses it must not.
+The examples go through the same collector parsing and prefilter as real logs, so a prefix the parser does
+not understand, or a prefilter that misses the line, is caught here too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from attribution.collect.joboutput import parse_job_text
+from attribution.collect.nodelogs import NodeLogSpec, parse_node_text
+from attribution.errors import RulePackError
+from attribution.extract.events import extract, normalize_gpu
+from attribution.model import Event, ExecutionContext, Observation
+from attribution.rulepack.load import Rule, RuleSet, load_rules
+
+EXAMPLE_NODES = ("node0", "node1", "node2", "node3")
+
+
+def example_context() -> ExecutionContext:
+    return ExecutionContext(cluster="example", job_id="0", nodes=EXAMPLE_NODES, tasks_per_node=8)
+
+
+def events_for_line(ruleset: RuleSet, source: str, text: str) -> list[Event]:
+    """What the whole rule set makes of one example (one line, or a multi-line record) of `source`."""
+    ctx = example_context()
+    if source == "job":
+        obs = parse_job_text(text + "\n", "example", ctx, ruleset.prefilter("job"))
+    elif source == "scheduler":
+        obs = [Observation(source="scheduler", node=None, location="example:1", text=text, line=text)]
+    else:
+        spec = NodeLogSpec(source, "node0", "example")
+        obs = parse_node_text(text + "\n", spec, ctx, ruleset.prefilter(source))
+    return extract(ruleset, ctx, obs)
+
+
+def _value_matches(ev: Event, key: str, want: Any) -> bool:
+    if key == "gpu":
+        return ev.gpu == normalize_gpu(str(want)) if want is not None else ev.gpu is None
+    if key == "fields":
+        return all(str(ev.fields.get(k)) == str(v) for k, v in (want or {}).items())
+    have = getattr(ev, key, None)
+    if key == "time":
+        return (have.isoformat() if have else None) == want
+    return have == want
+
+
+def check_examples(ruleset: RuleSet) -> list[str]:
+    problems: list[str] = []
+    for rule in ruleset.rules:
+        problems.extend(_check_rule(ruleset, rule))
+    return problems
+
+
+def _check_rule(ruleset: RuleSet, rule: Rule) -> list[str]:
+    out = []
+    where = f"{rule.path}:{rule.line}"
+    for ex in rule.examples:
+        evs = [e for e in events_for_line(ruleset, ex.source, ex.line) if e.rule == rule.id]
+        if not evs:
+            out.append(f"{where}: rule {rule.id}: example does not match: {ex.line[:160]!r}")
+            continue
+        ok = any(all(_value_matches(e, k, v) for k, v in ex.expect.items()) for e in evs)
+        if not ok:
+            got = {k: (getattr(evs[0], k, None) if k != "fields" else dict(evs[0].fields)) for k in ex.expect}
+            out.append(f"{where}: rule {rule.id}: example gives {got}, expected {dict(ex.expect)}: {ex.line[:120]!r}")
+    for line in rule.no_match:
+        evs = [e for e in events_for_line(ruleset, rule.source, line) if e.rule == rule.id]
+        if evs:
+            out.append(f"{where}: rule {rule.id}: near-miss matches but must not: {line[:160]!r}")
+    return out
+
+
+def check_pack(directory: Path | None) -> tuple[list[str], str]:
+    """All problems of a pack (empty when it is good) and a one-line summary."""
+    try:
+        rs = load_rules(directory)
+    except RulePackError as exc:
+        return exc.problems, ""
+    from attribution.drain.policy import policy_problems
+
+    problems = check_examples(rs) + (policy_problems(rs) if rs.document("drain_policy") else [])
+    n_ex = sum(len(r.examples) + len(r.no_match) for r in rs.rules)
+    summary = (f"{rs.root}: {len(rs.rules)} rules, {len(rs.kinds)} kinds, "
+               f"{sum(len(c.entries) for c in rs.catalogs.values())} catalog codes, "
+               f"{len(rs.graph.edges)} causal edges, {n_ex} examples: ok (version {rs.version[:12]})")
+    return problems, summary

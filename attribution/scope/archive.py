@@ -1,0 +1,113 @@
+"""An incident bundle sent as a tar.gz archive, unpacked safely into a directory of the caller's choosing.
+
+Members are read as a stream, one at a time, and each is checked before it is written: no absolute names, no
+`..`, no links or writes that leave the directory (tarfile's "data" filter: it also refuses device files and drops
+set-uid bits), at most `max_files` members and `max_bytes` bytes unpacked. A gzip bomb therefore costs at most
+those limits. The bundle's context.yaml must be of sane size and name a sane number of nodes. Problems raise
+InputError naming the member; the partly unpacked directory is the caller's to remove.
+"""
+
+from __future__ import annotations
+
+import tarfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from attribution.errors import InputError
+
+ARCHIVE = "bundle.tar.gz"
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    max_files: int = 10000
+    max_bytes: int = 512 * 1024 * 1024
+    max_context_bytes: int = 1024 * 1024  # context.yaml
+    max_nodes: int = 100000  # the nodes its node list expands to
+
+
+def unpack(stream: BinaryIO, dest: Path, limits: ArchiveLimits) -> Path:
+    """Unpack the archive into `dest` (an empty directory); returns the bundle's folder: `dest` when the archive
+    has context.yaml at its top, or its single top-level folder that has it."""
+    files = 0
+    total = 0
+    try:
+        with tarfile.open(fileobj=stream, mode="r|gz") as tar:
+            for member in tar:
+                files += 1
+                if files > limits.max_files:
+                    raise InputError(ARCHIVE, f"more than {limits.max_files} members")
+                if member.isreg():
+                    total += member.size
+                    if total > limits.max_bytes:
+                        raise InputError(ARCHIVE, f"more than {limits.max_bytes} bytes unpacked")
+                elif not (member.isdir() or member.issym() or member.islnk()):
+                    raise InputError(ARCHIVE, f"{member.name}: not a file, folder or link")
+                try:
+                    tar.extract(member, dest, filter="data")
+                except tarfile.FilterError as exc:
+                    raise InputError(ARCHIVE, f"{member.name}: refused: {_refusal(exc)}") from None
+    except InputError:
+        raise
+    except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeError) as exc:
+        raise InputError(ARCHIVE, f"not a readable tar.gz archive: {_first_line(exc) or type(exc).__name__}") \
+            from None
+    if files == 0:
+        raise InputError(ARCHIVE, "empty archive")
+    root = bundle_root(dest)
+    check_context_size(root / "context.yaml", limits)
+    return root
+
+
+def bundle_root(dest: Path) -> Path:
+    if (dest / "context.yaml").is_file():
+        return dest
+    tops = [p for p in dest.iterdir() if not p.name.startswith(".")]
+    if len(tops) == 1 and tops[0].is_dir() and not tops[0].is_symlink() and (tops[0] / "context.yaml").is_file():
+        return tops[0]
+    raise InputError(ARCHIVE, "no context.yaml at the top of the archive or in its single top-level folder")
+
+
+def check_context_size(context_file: Path, limits: ArchiveLimits) -> None:
+    """Refuse an absurd context.yaml (huge, or a node list expanding to an absurd number of nodes) before the
+    engine reads it. Anything merely malformed is left to the engine, which names the line."""
+    import hostlist
+    import yaml
+
+    try:
+        if context_file.stat().st_size > limits.max_context_bytes:
+            raise InputError("context.yaml", f"larger than {limits.max_context_bytes} bytes")
+        data = yaml.safe_load(context_file.read_text(encoding="utf-8", errors="replace"))
+    except (yaml.YAMLError, OSError):
+        return
+    nodes = data.get("nodes") if isinstance(data, dict) else None
+    total = 0
+    for item in nodes if isinstance(nodes, list) else [nodes]:
+        try:
+            total += len(hostlist.expand_hostlist(item)) if isinstance(item, str) else 1
+        except hostlist.BadHostlist:
+            return
+        if total > limits.max_nodes:
+            raise InputError("context.yaml", f"nodes: more than {limits.max_nodes} nodes")
+
+
+def _refusal(exc: tarfile.FilterError) -> str:
+    """Why the filter refused a member, without the server's paths that tarfile puts in its messages."""
+    if isinstance(exc, tarfile.AbsolutePathError):
+        return "an absolute path"
+    if isinstance(exc, tarfile.OutsideDestinationError):
+        return "it would be written outside the bundle"
+    if isinstance(exc, tarfile.AbsoluteLinkError):
+        return "a link to an absolute path"
+    if isinstance(exc, tarfile.LinkOutsideDestinationError):
+        return "a link that leads outside the bundle"
+    if isinstance(exc, tarfile.SpecialFileError):
+        return "a device or other special file"
+    return type(exc).__name__
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""

@@ -1,0 +1,197 @@
+"""scope: the static adapter. A bundle's context.yaml becomes an immutable ExecutionContext.
+
+`parse_context` is pure (text in, value out); `load_context` only reads the file.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Iterable
+
+import hostlist
+import yaml
+
+from attribution.errors import InputError
+from attribution.model import ExecutionContext
+from attribution.timeparse import UTC, TimeError, as_utc, parse_iso, resolve_zone
+
+#: Fields context.yaml may carry (spec/bundle.md); anything else is refused so typos do not pass silently.
+KNOWN_FIELDS = frozenset({
+    "scheduler", "cluster", "job_id", "user", "partition", "state", "exit_code", "failed_node", "nodes",
+    "tasks_per_node", "srun_tasks_per_node", "start", "end", "timezone", "boot_time", "gpus_per_node",
+})
+
+
+def expand_nodes(value: Any, origin: str = "nodes") -> tuple[str, ...]:
+    """A Slurm hostlist expression ('gpu[001-004,010]', 'rack[0-1]_blade[0-3]') or a list of names."""
+    if value is None:
+        return ()
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise InputError(origin, f"node list entry {item!r} is not a host name or hostlist")
+        try:
+            out.extend(hostlist.expand_hostlist(item.strip()))
+        except hostlist.BadHostlist as exc:
+            raise InputError(origin, f"bad hostlist {item!r}: {exc}") from None
+    seen: set[str] = set()
+    unique = []
+    for n in out:
+        if n not in seen:
+            seen.add(n)
+            unique.append(n)
+    return tuple(unique)
+
+
+#: The longest name accepted for a node, cluster, job, user or partition: a DNS name is at most 253 characters
+#: (Linux host names at most 64); longer is not a name, and would not fit the store's btree indexes.
+MAX_NAME = 255
+
+
+def _check_name(value: Any, field: str, origin: str) -> None:
+    if value is not None and len(str(value)) > MAX_NAME:
+        raise InputError(origin, f"{field}: a name of {len(str(value))} characters (at most {MAX_NAME})")
+
+
+def check_storable(ctx: ExecutionContext, nodes: Iterable[str | None] = (), origin: str = "job context") -> None:
+    """Refuse (InputError) a context, or event nodes, with names no real system has (see MAX_NAME)."""
+    for field in ("cluster", "job_id", "user", "partition", "failed_node"):
+        _check_name(getattr(ctx, field), field, origin)
+    for n in (*ctx.nodes, *nodes):
+        _check_name(n, "node", origin)
+
+
+def _time(value: Any, field: str, origin: str, zone) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return as_utc(value, zone)
+    if isinstance(value, date):
+        return as_utc(datetime(value.year, value.month, value.day), zone)
+    if isinstance(value, (int, float)):
+        try:
+            return datetime.fromtimestamp(float(value), tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            raise InputError(origin, f"{field}: {value!r} is not a time (seconds since 1970 out of range)") from None
+    try:
+        return parse_iso(str(value), zone)
+    except TimeError:
+        raise InputError(origin, f"{field}: {value!r} is not an ISO 8601 time") from None
+
+
+def _int(value: Any, field: str, origin: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InputError(origin, f"{field}: {value!r} is not a whole number")
+    try:
+        n = int(value)
+    except ValueError:
+        raise InputError(origin, f"{field}: {value!r} is not a whole number") from None
+    if n <= 0:
+        raise InputError(origin, f"{field}: must be positive, got {n}")
+    return n
+
+
+def normalize_state(value: Any) -> str:
+    """Slurm's state word: 'CANCELLED by 1234' -> CANCELLED, 'TIMEOUT+' -> TIMEOUT."""
+    if value is None:
+        return "UNKNOWN"
+    word = str(value).strip().split()[0] if str(value).strip() else "UNKNOWN"
+    return word.rstrip("+").upper()
+
+
+def context_from_mapping(data: dict, origin: str) -> ExecutionContext:
+    """Build a context from an already-parsed mapping (context.yaml, the API, a connector)."""
+    if not isinstance(data, dict):
+        raise InputError(origin, "expected a mapping of context fields")
+    unknown = sorted(map(str, set(data) - KNOWN_FIELDS))
+    if unknown:
+        raise InputError(origin, f"unknown field(s): {', '.join(map(str, unknown))}")
+    for required in ("cluster", "job_id", "nodes"):
+        if data.get(required) in (None, ""):
+            raise InputError(origin, f"missing required field '{required}'")
+    try:
+        zone = resolve_zone(str(data.get("timezone") or "UTC"))
+    except TimeError as exc:
+        raise InputError(origin, f"timezone: {exc}") from None
+    nodes = expand_nodes(data["nodes"], origin)
+    if not nodes:
+        raise InputError(origin, "nodes: empty node list")
+    for field in ("cluster", "job_id", "user", "partition", "failed_node"):
+        _check_name(data.get(field), field, origin)
+    for n in nodes:
+        _check_name(n, "nodes", origin)
+    boot = data.get("boot_time") or {}
+    if not isinstance(boot, dict):
+        raise InputError(origin, "boot_time: expected a mapping of node name to time")
+    boot_time = {str(k): _time(v, f"boot_time.{k}", origin, zone) for k, v in boot.items()}
+    start = _time(data.get("start"), "start", origin, zone)
+    end = _time(data.get("end"), "end", origin, zone)
+    if start and end and end < start:
+        raise InputError(origin, f"end {end.isoformat()} is before start {start.isoformat()}")
+    failed = data.get("failed_node")
+    exit_code = data.get("exit_code")
+    return ExecutionContext(
+        scheduler=str(data.get("scheduler") or "static"),
+        cluster=str(data["cluster"]),
+        job_id=str(data["job_id"]),
+        user=None if data.get("user") is None else str(data["user"]),
+        partition=None if data.get("partition") is None else str(data["partition"]),
+        state=normalize_state(data.get("state")),
+        exit_code=None if exit_code is None else str(exit_code),
+        failed_node=str(failed) if failed else None,
+        nodes=nodes,
+        tasks_per_node=_int(data.get("tasks_per_node"), "tasks_per_node", origin),
+        srun_tasks_per_node=_int(data.get("srun_tasks_per_node"), "srun_tasks_per_node", origin),
+        start=start,
+        end=end,
+        timezone=str(data.get("timezone") or "UTC"),
+        boot_time={k: v for k, v in boot_time.items() if v is not None},
+        gpus_per_node=_int(data.get("gpus_per_node"), "gpus_per_node", origin),
+    )
+
+
+def parse_context(text: str, origin: str = "context.yaml") -> ExecutionContext:
+    """context.yaml text to an ExecutionContext. Pure."""
+    try:
+        data = yaml.safe_load(text)
+    except (ValueError, OverflowError) as exc:  # a YAML timestamp like 2026-13-45 fails in the constructor
+        raise InputError(origin, f"unreadable value: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(origin, f"malformed YAML: {problem}", line) from None
+    if data is None:
+        raise InputError(origin, "empty file")
+    return context_from_mapping(data, origin)
+
+
+def load_context(path: Path) -> ExecutionContext:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(str(path), "no such file") from None
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), f"not UTF-8 text (byte {exc.start})") from None
+    return parse_context(text, str(path))
+
+
+def scheduler_observations(ctx: ExecutionContext) -> list:
+    """The scheduler's own word on the job, as an observation the rules can read (e.g. NODE_FAIL on a node)."""
+    from attribution.model import Observation
+
+    text = f"job {ctx.job_id} state {ctx.state}"
+    if ctx.failed_node:
+        text += f" on {ctx.failed_node}"
+    if ctx.exit_code:
+        text += f" exit_code {ctx.exit_code}"
+    return [Observation(source="scheduler", node=ctx.failed_node, location="context:state", text=text, line=text,
+                        time=ctx.end)]
