@@ -33,12 +33,15 @@ CAUSE_CODES = "ARRAY[79, 48, 74, 94, 119]"
 CAUSE_OUTCOMES = "ARRAY['gpu_hardware','gpu_hardware','nvlink','gpu_hardware','gpu_hardware']"
 
 
-def fill(engine: Engine, start_index: int, count: int, hardware: bool) -> None:
-    """Events start_index .. start_index+count-1. With `hardware`, one event in count/HARDWARE_CAUSES is a cause
-    and one in count/HARDWARE_CONTEXT a context event (the year's hardware); otherwise all are symptoms."""
+def fill(engine: Engine, start_index: int, count: int, hardware: bool, events_per_job: int = EVENTS_PER_JOB,
+         hardware_causes: int = HARDWARE_CAUSES, hardware_context: int = HARDWARE_CONTEXT) -> None:
+    """Events start_index .. start_index+count-1. With `hardware`, one event in count/hardware_causes is a cause
+    and one in count/hardware_context a context event (the year's hardware); otherwise all are symptoms.
+    Job k owns events k*events_per_job .. (k+1)*events_per_job-1."""
+    per_job = events_per_job
     lo, hi = start_index, start_index + count - 1
-    cause_every = max(1, count // HARDWARE_CAUSES) if hardware else 0
-    context_every = max(1, count // HARDWARE_CONTEXT) if hardware else 0
+    cause_every = max(1, count // hardware_causes) if hardware else 0
+    context_every = max(1, count // hardware_context) if hardware else 0
     with engine.begin() as c:
         c.execute(text("SET LOCAL statement_timeout = 0"))
         c.execute(text(
@@ -52,7 +55,7 @@ def fill(engine: Engine, start_index: int, count: int, hardware: bool) -> None:
             SELECT 'fleet', k::text, t - interval '3 hours', t, 'user' || (k % 97), 'FAILED',
                    ARRAY['n' || lpad(((k * 7919) % {NODES})::text, 5, '0')], {GPUS_PER_NODE}, '{{}}'::jsonb, 'bench', 3
             FROM (SELECT k, now() - make_interval(secs => ((k * 2654435761) % ({WEEKS} * 7 * 86400))) AS t
-                  FROM generate_series(CAST(:lo AS bigint) / {EVENTS_PER_JOB}, CAST(:hi AS bigint) / {EVENTS_PER_JOB}) k) x
+                  FROM generate_series(CAST(:lo AS bigint) / {per_job}, CAST(:hi AS bigint) / {per_job}) k) x
             ON CONFLICT DO NOTHING"""), {"lo": lo, "hi": hi})
         c.execute(text(f"""
             WITH ins AS (
@@ -72,18 +75,18 @@ def fill(engine: Engine, start_index: int, count: int, hardware: bool) -> None:
                    NULL, 'error', 'bench.generated', 'bench\\:' || i, 'generated event ' || i, 'generated event ' || i
             FROM (
               SELECT i, cls,
-                     now() - make_interval(secs => (((i / {EVENTS_PER_JOB}) * 2654435761) % ({WEEKS} * 7 * 86400))
-                                                   + (i % {EVENTS_PER_JOB}) * 7) AS t,
+                     now() - make_interval(secs => (((i / {per_job}) * 2654435761) % ({WEEKS} * 7 * 86400))
+                                                   + (i % {per_job}) * 7) AS t,
                      g AS gpu, g / {GPUS_PER_NODE} AS node
               FROM (SELECT i, cls,
                            CASE WHEN cls = 0 AND (i * 31) % 10 < 8 THEN (i * 7) % {LEMON_GPUS}
                                 WHEN cls <= 1 THEN (i * 104729) % ({NODES} * {GPUS_PER_NODE})
-                                ELSE (((i / {EVENTS_PER_JOB}) * 7919) % {NODES}) * {GPUS_PER_NODE} END AS g
+                                ELSE (((i / {per_job}) * 7919) % {NODES}) * {GPUS_PER_NODE} END AS g
                     FROM (SELECT i, CASE WHEN :ce > 0 AND i % :ce = 0 THEN 0
                                          WHEN :xe > 0 AND i % :xe = 1 THEN 1 ELSE 2 END AS cls
                           FROM generate_series(CAST(:lo AS bigint), CAST(:hi AS bigint)) i) ci) gi
             ) e
-            RETURNING id, occurred_at, role, split_part(location, '\\:', 2)::bigint / {EVENTS_PER_JOB} AS job_no
+            RETURNING id, occurred_at, role, split_part(location, '\\:', 2)::bigint / {per_job} AS job_no
             )
             INSERT INTO attribution.job_events (job_ref, event_id, event_time, role_in_job)
             SELECT j.id, ins.id, ins.occurred_at, 'cause'

@@ -171,7 +171,8 @@ def test_the_openapi_description_lists_every_endpoint_with_its_scope(http):
         ("GET", "/healthz"), ("GET", "/readyz"), ("POST", "/v1/observations"),
         ("POST", "/v1/jobs/{cluster}/{job_id}/context"), ("GET", "/v1/jobs/{cluster}/{job_id}/verdict"),
         ("GET", "/v1/nodes/{cluster}/{node}/events"), ("GET", "/v1/recurring-faults"),
-        ("GET", "/v1/drain-candidates"), ("POST", "/v1/diagnose")}
+        ("GET", "/v1/drain-candidates"), ("POST", "/v1/diagnose"), ("GET", "/v1/jobs"),
+        ("GET", "/v1/nodes/{cluster}/{node}")}
     scopes = {k: op.get("x-scope") for k, op in ops.items() if k[1].startswith("/v1/")}
     assert scopes[("POST", "/v1/observations")] == scopes[("POST", "/v1/jobs/{cluster}/{job_id}/context")] \
         == "report"

@@ -15,12 +15,14 @@ from fastapi import FastAPI
 
 from attribution import __version__
 from attribution.api import errors
+from attribution.api.browse_routes import add_browse_routes
 from attribution.api.diagnose_routes import add_diagnose_routes
 from attribution.api.guard import Guard, Limits
 from attribution.api.health_routes import add_health_routes
 from attribution.api.read_routes import add_read_routes
 from attribution.api.report_routes import add_report_routes
 from attribution.api.service import Service, build_service
+from attribution.web.routes import add_web_routes
 
 DESCRIPTION = """\
 Receives observations from many clusters' Slurm hooks and answers questions about jobs, nodes and the fleet.
@@ -44,6 +46,8 @@ def create_app(service: Service) -> FastAPI:
     add_health_routes(app, service)
     add_report_routes(app, service)
     add_read_routes(app, service)
+    add_browse_routes(app, service)
+    add_web_routes(app, service)
     add_diagnose_routes(app, service)
     s = service.settings
     app.add_middleware(Guard, tokens=service.tokens, routes=lambda: app.router.routes,

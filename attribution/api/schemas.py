@@ -203,3 +203,28 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (503, "the database is unavailable or busy; try again later"),
     )
 }
+
+
+class JobRowsOut(BaseModel):
+    """One page of jobs, newest first; `next` is the cursor of the next page (pass it as `after`), null on the
+    last page."""
+
+    jobs: list[dict[str, Any]]
+    next: str | None
+
+
+class NodeHistoryOut(BaseModel):
+    """What one node did wrong: cause events per ISO week and kind, recurring faults, failed jobs it ran, drain
+    decisions, the time it was last resumed and whether the drain policy names it now."""
+
+    cluster: str
+    node: str
+    since: str
+    until: str
+    faults_weekly: list[dict[str, Any]]
+    recurring_faults: list[dict[str, Any]]
+    failed_jobs: list[dict[str, Any]]
+    failed_jobs_truncated: bool
+    drain_actions: list[dict[str, Any]]
+    drain_candidate: dict[str, Any] | None
+    resumed_at: str | None

@@ -59,6 +59,11 @@ class Job(Base):
         Index(None, "cluster", "job_id"),
         Index(None, "end_time"),
         Index("ix_jobs_attribution_pending", "id", postgresql_where=text("evidence_seq > attributed_seq")),
+        # browsing (store.browse): newest first by the job's time, overall, per cluster, per user; jobs on a node
+        Index("ix_jobs_job_time", text("coalesce(end_time, start_time)"), "id"),
+        Index("ix_jobs_cluster_job_time", "cluster", text("coalesce(end_time, start_time)"), "id"),
+        Index("ix_jobs_user_job_time", "user_name", text("coalesce(end_time, start_time)"), "id"),
+        Index("ix_jobs_nodes", "nodes", postgresql_using="gin"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)

@@ -72,6 +72,7 @@ class Page:
         self._events: list[dict] = []
         self.console_errors: list[str] = []
         self.requests: list[str] = []
+        self.allowed: tuple[str, ...] = ()  # URL prefixes a page may request besides local schemes (a test server)
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable")
 
@@ -88,7 +89,7 @@ class Page:
             self.console_errors.append(f"log ({e.get('source')}): {e.get('text')} {e.get('url') or ''}".strip())
         elif method == "Network.requestWillBeSent":
             url = p.get("request", {}).get("url", "")
-            if not url.startswith(LOCAL_SCHEMES):
+            if not url.startswith(LOCAL_SCHEMES + self.allowed):
                 self.requests.append(url)
         self._events.append(msg)
 
@@ -133,6 +134,46 @@ class Page:
                 raise BrowserError(f"page reported a chart error: {self.console_errors}")
             time.sleep(0.05)
         raise BrowserError(f"{path} not ready after {ready_timeout} s; errors: {self.console_errors}")
+
+    def goto(self, url: str, width: int = 1400, height: int = 1000, timeout: float = 60.0) -> None:
+        """Load a URL (a page of a local test server) and wait until its document has loaded."""
+        self.send("Emulation.setDeviceMetricsOverride",
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+        self.evaluate("window.__leaving = true")
+        self.send("Page.navigate", {"url": url})
+        self._wait_for_new_document(timeout)
+
+    def click(self, selector: str, timeout: float = 60.0) -> None:
+        """Click the element (a link or a submit button) and wait until the page it leads to has loaded."""
+        found = self.evaluate(f"(function () {{ var e = document.querySelector({json.dumps(selector)}); "
+                              "if (!e) { return false; } window.__leaving = true; e.click(); return true; })()")
+        if not found:
+            raise BrowserError(f"no element matches {selector} on {self.evaluate('location.href')}")
+        self._wait_for_new_document(timeout)
+
+    def fill(self, selector: str, value: str) -> None:
+        ok = self.evaluate(f"(function () {{ var e = document.querySelector({json.dumps(selector)}); "
+                           f"if (!e) {{ return false; }} e.value = {json.dumps(value)}; return true; }})()")
+        if not ok:
+            raise BrowserError(f"no input matches {selector}")
+
+    def wait_for(self, expression: str, timeout: float = 60.0):
+        """Wait until a JavaScript expression is truthy (an event on the page, not a fixed delay); its value."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.evaluate(expression)
+            if value:
+                return value
+            time.sleep(0.05)
+        raise BrowserError(f"{expression} still false after {timeout} s; errors: {self.console_errors}")
+
+    def _wait_for_new_document(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.evaluate("window.__leaving === undefined && document.readyState === 'complete'"):
+                return
+            time.sleep(0.05)
+        raise BrowserError(f"no new page loaded within {timeout} s; errors: {self.console_errors}")
 
     def screenshot(self, out: Path, width: int = 1400, max_height: int = 12000) -> Path:
         height = int(self.evaluate("Math.ceil(document.documentElement.scrollHeight)"))

@@ -1,0 +1,205 @@
+"""The dashboard (attribution/web) and the browsing endpoints behind it, on the real service over the demo data:
+sign-in, the job list's filters and paging, the job page, the node page, the fleet and drain pages, and that
+no page is reachable without a session or leaks a token into a URL."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+
+from sqlalchemy import text
+
+from attribution.store import browse
+
+from .harness.demo_store import demo_store  # noqa: F401  (fixture)
+from .harness.service import start_service
+
+
+@pytest.fixture(scope="module")
+def service(demo_store, tmp_path_factory):  # noqa: F811
+    svc = start_service(demo_store.url, tmp_path_factory.mktemp("dashboard"))
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+@pytest.fixture(scope="module")
+def browser_session(service):
+    """An httpx client signed in through the login form, as a browser would be."""
+    with httpx.Client(base_url=service.url, follow_redirects=False, timeout=60) as client:
+        r = client.post("/ui/login", data={"token": service.tokens["read"], "next": "/ui/jobs"})
+        assert r.status_code == 303 and r.headers["location"] == "/ui/jobs"
+        yield client
+
+
+def test_pages_need_a_session_and_come_back_after_sign_in(service):
+    with httpx.Client(base_url=service.url, follow_redirects=False, timeout=60) as client:
+        r = client.get("/ui/nodes/c1/gpu1?days=30")
+        assert r.status_code == 303
+        target = urlparse(r.headers["location"])
+        assert target.path == "/ui/login"
+        assert parse_qs(target.query)["next"] == ["/ui/nodes/c1/gpu1?days=30"]
+        r = client.post("/ui/login", data={"token": service.tokens["read"], "next": "/ui/nodes/c1/gpu1?days=30"})
+        assert r.status_code == 303 and r.headers["location"] == "/ui/nodes/c1/gpu1?days=30"
+        cookie = r.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/ui/" in cookie
+        assert service.tokens["read"] not in cookie  # the cookie names the token, it does not carry it
+        assert client.get("/ui/nodes/c1/gpu1?days=30").status_code == 200
+
+
+def test_a_report_only_token_or_a_forged_cookie_does_not_sign_in(service):
+    with httpx.Client(base_url=service.url, follow_redirects=False, timeout=60) as client:
+        r = client.post("/ui/login", data={"token": service.tokens["report"]})
+        assert r.status_code == 401 and "lacks the read scope" in r.text
+        good = httpx.post(service.url + "/ui/login", data={"token": service.tokens["read"]}).cookies
+        value = good.get("attribution_session")
+        digest, expires, sig = value.split(".")
+        forged = f"{digest}.{int(expires) + 10**6}.{sig}"  # a longer life without the key
+        client.cookies.set("attribution_session", forged, path="/ui/")
+        assert client.get("/ui/jobs").status_code == 303
+
+
+def test_sign_in_never_redirects_off_the_dashboard(service):
+    for evil in ("https://evil.example/", "//evil.example/ui/", "/v1/jobs", "/ui\\..\\x"):
+        r = httpx.post(service.url + "/ui/login", data={"token": service.tokens["read"], "next": evil},
+                       follow_redirects=False)
+        assert r.headers["location"] == "/ui/jobs", evil
+
+
+def _rows(html: str) -> list[str]:
+    return re.findall(r'<tr data-job="([^"]+)" data-outcome="([^"]*)"', html)
+
+
+def test_the_job_list_shows_failed_jobs_newest_first_and_pages_to_the_end(browser_session, demo_store):
+    with demo_store.engine.connect() as c:
+        failed = c.execute(text(
+            "SELECT count(*) FROM attribution.job_verdicts WHERE outcome IS DISTINCT FROM 'none'")).scalar()
+    seen: list[tuple[str, str]] = []
+    url = "/ui/jobs"
+    while url:
+        r = browser_session.get(url)
+        assert r.status_code == 200
+        seen += _rows(r.text)
+        nxt = re.search(r'<a href="([^"]+)" id="older">', r.text)
+        url = nxt.group(1).replace("&amp;", "&") if nxt else None
+    assert len(seen) == failed == len(set(seen))
+    assert all(outcome != "none" for _, outcome in seen)
+
+
+def test_job_list_filters_by_outcome_node_and_cluster(browser_session, demo_store):
+    with demo_store.engine.connect() as c:
+        row = c.execute(text(
+            "SELECT cluster, root_node, count(*) OVER (PARTITION BY cluster, root_node) FROM attribution.job_verdicts "
+            "WHERE outcome = 'gpu_hardware' AND root_node IS NOT NULL ORDER BY 3 DESC, 1, 2 LIMIT 1")).one()
+        cluster, node = row[0], row[1]
+        expected = c.execute(text(
+            "SELECT count(*) FROM attribution.jobs j JOIN attribution.verdicts v ON v.id = j.current_verdict_id "
+            "WHERE j.cluster = :c AND :n = ANY (j.nodes) AND v.outcome = 'gpu_hardware'"),
+            {"c": cluster, "n": node}).scalar()
+    r = browser_session.get("/ui/jobs", params={"cluster": cluster, "node": node, "outcome": "gpu_hardware"})
+    rows = _rows(r.text)
+    assert len(rows) == expected >= 1
+    assert {o for _, o in rows} == {"gpu_hardware"} and all(j.startswith(cluster + "/") for j, _ in rows)
+    r = browser_session.get("/ui/jobs", params={"outcome": ""})  # any outcome, completed jobs included
+    assert any(o == "none" for _, o in _rows(r.text))
+
+
+def test_bad_filters_answer_400_with_the_problem_not_a_trace(browser_session):
+    r = browser_session.get("/ui/jobs", params={"since": "last tuesday"})
+    assert r.status_code == 400 and "since: not an ISO 8601 time" in r.text
+    r = browser_session.get("/ui/jobs", params={"after": "!!!"})
+    assert r.status_code == 400 and "not a cursor" in r.text
+    r = browser_session.get("/ui/jobs", params={"outcome": "<script>"})
+    assert r.status_code == 400 and "<script>" not in r.text  # autoescaped
+
+
+def test_the_job_page_shows_root_cause_and_links_the_culprit(browser_session, demo_store):
+    with demo_store.engine.connect() as c:
+        job = c.execute(text(
+            "SELECT cluster, job_id, job_start, root_kind, root_node, culprit_nodes FROM attribution.job_verdicts "
+            "WHERE root_kind = 'nvlink_error' ORDER BY job_end DESC, job_id LIMIT 1")).first()
+    assert job is not None
+    r = browser_session.get(f"/ui/jobs/{job.cluster}/{job.job_id}")
+    assert r.status_code == 200
+    assert 'id="outcome">nvlink<' in r.text
+    root = re.search(r'<dd id="root-cause">(.*?)</dd>', r.text, re.S).group(1)
+    assert "nvlink_error" in root and f'href="/ui/nodes/{job.cluster}/{job.root_node}"' in root
+    culprits = re.search(r'<dd id="culprits">(.*?)</dd>', r.text, re.S).group(1)
+    assert all(f">{n}</a>" in culprits for n in job.culprit_nodes)
+    assert f"/ui/jobs/{job.cluster}/{job.job_id}/timeline?start=" in r.text
+    timeline = browser_session.get(re.search(r'<iframe class="timeline" src="([^"]+)"', r.text).group(1)
+                                   .replace("&amp;", "&"))
+    assert timeline.status_code == 200 and "chart-specs" in timeline.text
+
+
+def test_an_unknown_job_is_a_404_page(browser_session):
+    r = browser_session.get("/ui/jobs/nowhere/123")
+    assert r.status_code == 404 and "No job 123 on cluster nowhere" in r.text
+
+
+def test_the_node_page_shows_recurring_faults_failed_jobs_and_drain_status(browser_session, demo_store):
+    with demo_store.engine.connect() as c:
+        rec = c.execute(text("SELECT cluster, node, kind, weeks FROM attribution.recurring_faults "
+                             "ORDER BY weeks DESC, events DESC, cluster, node LIMIT 1")).one()
+        candidate = c.execute(text("SELECT score FROM attribution.drain_candidates WHERE cluster = :c AND node = :n"),
+                              {"c": rec.cluster, "n": rec.node}).first()
+    r = browser_session.get(f"/ui/nodes/{rec.cluster}/{rec.node}")
+    assert r.status_code == 200
+    table = re.search(r'<table id="recurring">(.*?)</table>', r.text, re.S).group(1)
+    assert rec.kind in table
+    assert 'id="faults-weekly"' in r.text and 'id="failed-jobs"' in r.text
+    status = re.search(r'id="drain-status">(.*?)</b>', r.text).group(1)
+    assert ("the drain policy names it" in status) == (candidate is not None)
+
+
+def test_fleet_and_drain_pages_render(browser_session, demo_store):
+    r = browser_session.get("/ui/fleet")
+    assert r.status_code == 200 and 'href="/ui/jobs"' in r.text and "chart-specs" in r.text
+    r = browser_session.get("/ui/drain")
+    assert r.status_code == 200
+    with demo_store.engine.connect() as c:
+        nodes = [n for (n,) in c.execute(text("SELECT node FROM attribution.drain_candidates"))]
+    for n in nodes:
+        assert f">{n}</a>" in r.text
+
+
+def test_pages_forbid_scripts_except_the_chart_pages(browser_session):
+    csp = browser_session.get("/ui/jobs").headers["content-security-policy"]
+    assert "script-src" not in csp and "default-src 'none'" in csp
+    assert browser_session.get("/ui/jobs").headers["cache-control"] == "no-store"
+
+
+def test_v1_jobs_pages_with_a_cursor_and_v1_nodes_answers_the_history(service, demo_store):
+    auth = service.auth("read")
+    got, after = [], None
+    while True:
+        params = {"outcome": "failed", "limit": 17, **({"after": after} if after else {})}
+        body = httpx.get(service.url + "/v1/jobs", params=params, headers=auth).json()
+        got += [(j["cluster"], j["job_id"], j["job_start"]) for j in body["jobs"]]
+        after = body["next"]
+        if after is None:
+            break
+    with demo_store.engine.connect() as c:
+        want = c.execute(text("SELECT cluster, job_id FROM attribution.job_verdicts "
+                              "WHERE outcome IS DISTINCT FROM 'none'")).all()
+    assert len(got) == len(want) == len(set(got))
+    assert httpx.get(service.url + "/v1/jobs", headers={}).status_code == 401
+    assert httpx.get(service.url + "/v1/jobs", params={"after": "zz"}, headers=auth).status_code == 422
+    node = httpx.get(service.url + "/v1/nodes/kes/kes-n203", headers=auth).json()
+    assert node["node"] == "kes-n203" and isinstance(node["faults_weekly"], list)
+
+
+def test_cursor_round_trip_and_refuses_garbage():
+    from datetime import datetime, timezone
+
+    c = browse.Cursor(datetime(2026, 4, 9, 16, 40, 52, tzinfo=timezone.utc), 42)
+    assert browse.Cursor.decode(c.encode()) == c
+    from attribution.errors import InputError
+
+    with pytest.raises(InputError):
+        browse.Cursor.decode("bm90IGEgY3Vyc29y")
