@@ -105,3 +105,31 @@ def format_utc(dt: datetime | None) -> str | None:
     if dt.microsecond:
         return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_RELATIVE = re.compile(r"^now(?:\s*([+-])\s*(\d{1,6})\s*(s|m|h|d|w))?$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+WHEN_FORMS = "an ISO 8601 time (2026-11-30T08:00:00Z, 2026-11-30), now, now-7d, now-12h, today or yesterday"
+
+
+def parse_when(value: str, now: datetime) -> datetime:
+    """A time a person typed: ISO 8601, or relative to `now` (`now`, `now-7d`, `now-90m`, `now+1h`, `today`,
+    `yesterday`, the latter two at 00:00 UTC). Every command and endpoint that takes a time reads it this way,
+    so a wrong one always gets the same message."""
+    text = value.strip().lower()
+    if text in ("today", "yesterday"):
+        day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        return day - timedelta(days=1) if text == "yesterday" else day
+    m = _RELATIVE.match(text)
+    if m:
+        if not m.group(1):
+            return now
+        delta = timedelta(**{_UNITS[m.group(3)]: int(m.group(2))})
+        try:
+            return now + delta if m.group(1) == "+" else now - delta
+        except OverflowError:
+            raise TimeError(f"{value!r} is out of range") from None
+    try:
+        return parse_iso(value.strip())
+    except (TimeError, ValueError):
+        raise TimeError(f"not a time: {value[:64]!r} (use {WHEN_FORMS})") from None

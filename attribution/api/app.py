@@ -19,6 +19,7 @@ from attribution.api.browse_routes import add_browse_routes
 from attribution.api.diagnose_routes import add_diagnose_routes
 from attribution.api.guard import Guard, Limits
 from attribution.api.health_routes import add_health_routes
+from attribution.api.metrics import CONTENT_TYPE, RequestMetrics
 from attribution.api.read_routes import add_read_routes
 from attribution.api.report_routes import add_report_routes
 from attribution.api.service import Service, build_service
@@ -49,11 +50,24 @@ def create_app(service: Service) -> FastAPI:
     add_browse_routes(app, service)
     add_web_routes(app, service)
     add_diagnose_routes(app, service)
+    if service.metrics is not None:
+        add_metrics_route(app, service)
     s = service.settings
     app.add_middleware(Guard, tokens=service.tokens, routes=lambda: app.router.routes,
                        limits=Limits(body_bytes=s.max_body_bytes, upload_bytes=s.max_upload_bytes,
                                      body_seconds=s.body_timeout_seconds))
+    if service.metrics is not None:  # outermost: it counts what the guard refuses too
+        app.add_middleware(RequestMetrics, metrics=service.metrics, routes=lambda: app.router.routes)
     return app
+
+
+def add_metrics_route(app: FastAPI, service: Service) -> None:
+    from fastapi.responses import Response
+
+    @app.get("/metrics", tags=["probes"], include_in_schema=False)
+    async def metrics() -> Response:
+        body = await service.db.run(lambda: service.metrics.exposition(service.engine))
+        return Response(body, media_type=CONTENT_TYPE)
 
 
 def app_from_environment() -> FastAPI:

@@ -28,8 +28,14 @@ def add_report_routes(app: FastAPI, svc: Service) -> None:
             return await svc.db.run(ingest, report, wait_seconds=wait_until - time.monotonic())
 
     def ingest(report: Report) -> IngestOut:
-        deadline = time.monotonic() + svc.settings.request_timeout_seconds
+        started = time.monotonic()
+        deadline = started + svc.settings.request_timeout_seconds
         result, verdict = ingest_report(svc.ruleset, svc.engine, report, deadline=deadline)
+        if svc.metrics is not None:
+            svc.metrics.reports.labels(report.source).inc()
+            svc.metrics.attribution_seconds.observe(time.monotonic() - started)
+            if verdict is not None:
+                svc.metrics.verdicts.labels(verdict.outcome).inc()
         job = result.job
         return IngestOut(job=JobRefOut(cluster=job.cluster, job_id=job.job_id, start=format_utc(job.start)),
                          new_events=result.new_events, linked_events=result.linked_events,

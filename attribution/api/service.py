@@ -12,6 +12,7 @@ from attribution.rulepack.load import RuleSet
 from attribution.api.auth import TokenTable
 from attribution.api.blocking import Lane
 from attribution.api.jobgate import JobGate
+from attribution.api.metrics import ServiceMetrics
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class Service:
     db: Lane
     cpu: Lane  # diagnosing uploaded bundles
     jobs: JobGate  # one report per job at a time in this process
+    metrics: ServiceMetrics | None = None  # GET /metrics (api.metrics); None: not counted
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -44,4 +46,5 @@ def build_service(settings: Settings, ruleset: RuleSet, tokens: TokenTable) -> S
         db=Lane("database", svc.db_pool_size, svc.request_timeout_seconds),
         cpu=Lane("diagnose", svc.diagnose_concurrency, svc.request_timeout_seconds),
         jobs=JobGate(),
+        metrics=ServiceMetrics.create(),
     )

@@ -16,19 +16,19 @@ from attribution.cli import main, ruleset_of, settings_of
 @click.option("--workers", type=click.IntRange(1, 256), default=None,
               help="Worker processes (default: service.workers, 1).")
 @click.option("--access-log/--no-access-log", default=True, show_default=True, help="Log every request.")
+@click.option("--log-level", type=click.Choice(("debug", "info", "warning", "error")), default="info",
+              show_default=True, help="The least severe log lines written.")
+@click.option("--log-json", is_flag=True, help="Log one JSON object per line (time, host, level, logger, message).")
 @click.pass_context
-def serve(ctx: click.Context, host: str | None, port: int | None, workers: int | None, access_log: bool) -> None:
+def serve(ctx: click.Context, host: str | None, port: int | None, workers: int | None, access_log: bool,
+          log_level: str, log_json: bool) -> None:
     """Run the Attribution Service: hooks report observations to it, dashboards and scripts query it.
 
     Needs service.tokens_file (bearer tokens with scopes, readable by its owner only). Without a database url
     it starts the embedded database and serves from it. OpenAPI description: GET /openapi.json.
     """
-    import uvicorn
-
     from attribution.api.auth import load_tokens
     from attribution.errors import ConfigError
-    from attribution.store.db import describe
-    from attribution.cli.db import open_store
 
     settings = settings_of(ctx)
     svc = settings.service
@@ -45,11 +45,33 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
         os.environ["ATTRIBUTION_CONFIG"] = str(os.path.abspath(obj["config_path"]))
     if obj.get("rules_dir"):
         os.environ["ATTRIBUTION_RULES"] = str(os.path.abspath(obj["rules_dir"]))
+    # /metrics adds up every worker's counters from one directory (prometheus_client's multiprocess mode),
+    # made new for each start so no earlier run's counts survive; removed when the service stops.
+    import shutil
+    import tempfile
+
+    metrics_dir = tempfile.mkdtemp(prefix="attribution-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    try:
+        _run(ctx, settings, host, port, workers, access_log, log_level, log_json)
+    finally:
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _run(ctx: click.Context, settings, host: str, port: int, workers: int, access_log: bool, log_level: str,
+         log_json: bool) -> None:
+    import uvicorn
+
+    from attribution.api.logconfig import log_config
+    from attribution.cli.db import open_store
+    from attribution.store.db import describe
+
     with open_store(ctx, application_name="attribution-serve") as engine:
         if not settings.database.url:  # the embedded server this command started (it stays up while we serve)
             os.environ["ATTRIBUTION_DATABASE_URL"] = engine.url.render_as_string(hide_password=False)
         click.echo(f"attribution serve: http://{host}:{port} ({workers} worker(s)), database "
                    f"{describe(engine.url)}", err=True)
         uvicorn.run("attribution.api.app:app_from_environment", factory=True, host=host, port=port,
-                    workers=workers, access_log=access_log, log_level="info", timeout_graceful_shutdown=10,
+                    workers=workers, access_log=access_log, log_level=log_level,
+                    log_config=log_config(log_level, log_json), timeout_graceful_shutdown=10,
                     proxy_headers=False, server_header=False)

@@ -118,3 +118,41 @@ def render_text(verdict: Verdict, top: int = 8) -> str:
     counts = Counter(c.status for c in verdict.coverage)
     lines.append("sources     " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
     return "\n".join(lines)
+
+
+def render_document_text(doc: dict, top: int = 8) -> str:
+    """The same short text as render_text, from a stored verdict document (spec/verdict.md)."""
+    job = doc.get("job") or {}
+    lines = [
+        f"job {job.get('cluster')}/{job.get('job_id')}  state {job.get('state')}  exit {job.get('exit_code') or '-'}  "
+        f"{len(job.get('nodes') or [])} node(s)  {job.get('start') or '?'} .. {job.get('end') or '?'}",
+        f"outcome     {doc.get('outcome')}  (confidence {doc.get('confidence')})",
+        f"action      {doc.get('action')}",
+    ]
+    r = doc.get("root_cause")
+    if r:
+        gpu = f" gpu {r['gpu']}" if r.get("gpu") else ""
+        code = f" code {r['code']}" if r.get("code") is not None else ""
+        lines.append(f"root cause  {r.get('kind')}{code} on {r.get('node') or 'job'}{gpu} at "
+                     f"{r.get('time') or 'unknown time'}")
+        lines.append(f"            {r.get('location')}: {(r.get('line') or '')[:200]}")
+    else:
+        lines.append("root cause  none found")
+    culprits = [c.get("node", "?") + (f" (gpu {c['gpu']})" if c.get("gpu") else "") for c in doc.get("culprits") or []]
+    lines.append("culprits    " + (", ".join(culprits) or "none"))
+    lines.append(f"why         {doc.get('explanation')}")
+    groups = doc.get("symptom_groups") or []
+    if groups:
+        lines.append(f"symptoms    {doc.get('symptoms_total', sum(g['count'] for g in groups))} in {len(groups)} "
+                     f"group(s):")
+        for g in groups[:top]:
+            lines.append(f"  {g['count']:>6}  {g['kind']:<28} {g.get('node') or '(job)'}")
+        if len(groups) > top:
+            lines.append(f"  {sum(g['count'] for g in groups[top:]):>6}  ... in {len(groups) - top} more group(s)")
+    gaps = [c for c in doc.get("coverage") or [] if c.get("status") != "ok"]
+    if gaps:
+        lines.append("coverage gaps:")
+        for c in gaps:
+            lines.append(f"  {c.get('status'):<8} {c.get('file') or (str(c.get('source')) + ' on ' + str(c.get('node')))}"
+                         f": {c.get('reason') or ''}")
+    return "\n".join(lines)

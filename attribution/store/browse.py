@@ -169,3 +169,10 @@ def clusters(conn: Connection) -> list[str]:
         FROM c WHERE c.cluster IS NOT NULL)
     SELECT cluster FROM c WHERE cluster IS NOT NULL"""
     return [r[0] for r in conn.execute(text(sql))]
+
+
+def node_clusters(conn: Connection, node: str) -> list[str]:
+    """The clusters that have a job on this node (a node name alone may be ambiguous across clusters)."""
+    rows = conn.execute(text("SELECT DISTINCT cluster FROM attribution.jobs WHERE nodes @> ARRAY[CAST(:n AS text)] "
+                             "ORDER BY cluster"), {"n": node})
+    return [r[0] for r in rows]

@@ -178,7 +178,7 @@ def add_web_routes(app: FastAPI, svc: Service) -> None:
         starts = [format_utc(s) for s in found.starts]
         job_start = (doc.get("job") or {}).get("start")
         return page("job.html", title=f"Job {job_id}", page="job", doc=doc, other_starts=starts,
-                    symptom_groups=_symptom_groups(doc.get("symptoms") or []),
+                    symptom_groups=_symptom_groups(doc),
                     gaps=[c for c in doc.get("coverage") or [] if c.get("status") != "ok"],
                     timeline_url=url_job(cluster, job_id, job_start).replace(
                         f"/{quote(job_id, safe='')}", f"/{quote(job_id, safe='')}/timeline", 1))
@@ -253,13 +253,12 @@ def _headers(csp: str) -> dict[str, str]:
             "Cache-Control": "no-store"}
 
 
-def _symptom_groups(symptoms: list[dict], nodes_shown: int = 8) -> list[dict]:
-    """Symptoms counted by kind and what explains them, with the nodes they came from."""
-    groups: dict[tuple[str, str], dict] = {}
-    for s in symptoms:
-        key = (s.get("kind") or "?", s.get("explained_by") or "")
-        g = groups.setdefault(key, {"kind": key[0], "explained_by": key[1], "count": 0, "nodes": set()})
-        g["count"] += int(s.get("count") or 1)
+def _symptom_groups(doc: dict, nodes_shown: int = 8) -> list[dict]:
+    """The verdict's symptom groups (kind and node) counted by kind, with the nodes they came from."""
+    groups: dict[str, dict] = {}
+    for s in doc.get("symptom_groups") or []:
+        g = groups.setdefault(s.get("kind") or "?", {"kind": s.get("kind") or "?", "count": 0, "nodes": set()})
+        g["count"] += int(s.get("count") or 0)
         if s.get("node"):
             g["nodes"].add(s["node"])
     out = []

@@ -72,7 +72,8 @@ def write_tokens(path: Path) -> dict[str, str]:
 
 
 def start_service(db_url: str, tmp_dir: Path, service: dict[str, Any] | None = None, workers: int = 1,
-                  timeout: float = 60, database: dict[str, Any] | None = None) -> RunningService:
+                  timeout: float = 60, database: dict[str, Any] | None = None,
+                  serve_args: tuple[str, ...] = ()) -> RunningService:
     """Start `attribution serve` on 127.0.0.1:<free port> against `db_url` (already migrated)."""
     import httpx
 
@@ -92,7 +93,7 @@ def start_service(db_url: str, tmp_dir: Path, service: dict[str, Any] | None = N
     env = {k: v for k, v in os.environ.items() if k not in ("ATTRIBUTION_CONFIG", "ATTRIBUTION_DATABASE_URL")}
     with open(log, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "attribution.cli", "--config", str(config), "serve",
-                                 "--no-access-log"], stdout=out, stderr=subprocess.STDOUT, env=env,
+                                 "--no-access-log", *serve_args], stdout=out, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
     svc = RunningService(f"http://127.0.0.1:{port}", tokens, config, log, proc)
     t_end = time.monotonic() + timeout
