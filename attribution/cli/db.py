@@ -143,31 +143,103 @@ def db_attribute_pending(ctx: click.Context, timeout: float | None) -> None:
 
 @main.command()
 @click.argument("bundles", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--keep-going", is_flag=True,
+              help="Go on past a bundle that cannot be read or stored; exit 2 at the end if any could not.")
 @click.pass_context
-def ingest(ctx: click.Context, bundles: tuple[Path, ...]) -> None:
-    """Diagnose and store incident bundles (idempotent: ingesting again adds nothing)."""
+def ingest(ctx: click.Context, bundles: tuple[Path, ...], keep_going: bool) -> None:
+    """Diagnose and store incident bundles (idempotent: ingesting again adds nothing).
+
+    Each BUNDLE is a bundle folder, a bundle as .tar.gz, or a folder of bundle folders; anything else is skipped
+    with a note. Prints one line per bundle (with its place among them) and a summary."""
+    from attribution.errors import InputError
     from attribution.pipeline import ingest_bundle
 
+    found, skipped = _bundles(bundles)
     rs = ruleset_of(ctx)
+    stored = new_events = new_verdicts = 0
+    failed: list[str] = []
     with open_store(ctx) as engine:
-        for b in bundles:
-            result, verdict = ingest_bundle(rs, engine, b)
+        for i, b in enumerate(found, start=1):
+            place = f"[{i}/{len(found)}] " if len(found) > 1 else ""
+            try:
+                with _opened(b) as folder:
+                    result, verdict = ingest_bundle(rs, engine, folder)
+            except InputError as exc:
+                if not keep_going:
+                    raise
+                click.echo(f"attribution: {exc}", err=True)
+                failed.append(str(b))
+                continue
+            stored += 1
+            new_events += result.new_events
+            new_verdicts += int(result.verdict_changed)
             outcome = verdict.outcome if verdict else "(attributed by another process)"
-            click.echo(f"{b}: {outcome:<16} {result.new_events:>5} new event(s), "
+            click.echo(f"{place}{b}: {outcome:<16} {result.new_events:>5} new event(s), "
                        f"{'new verdict' if result.verdict_changed else 'verdict unchanged'}")
+    if len(found) > 1 or skipped or failed:
+        click.echo(f"ingested {stored} bundle(s): {new_events} new event(s), {new_verdicts} new verdict(s)"
+                   + (f"; skipped {skipped}" if skipped else "") + (f"; {len(failed)} failed" if failed else ""),
+                   err=True)
+    if failed:
+        raise SystemExit(2)
+
+
+def _bundles(paths: tuple[Path, ...]) -> tuple[list[Path], int]:
+    """The bundles the arguments name, and how many arguments were skipped as not bundles (with a note each).
+    A path that does not exist is bad input."""
+    from attribution.errors import InputError
+
+    found: list[Path] = []
+    skipped = 0
+    for p in paths:
+        if not p.exists() and not p.is_symlink():
+            raise InputError(p, "no such file or directory")
+        if p.is_dir() and (p / "context.yaml").is_file():
+            found.append(p)
+        elif p.is_file() and p.name.endswith((".tar.gz", ".tgz")):
+            found.append(p)
+        elif p.is_dir() and (inner := sorted(c for c in p.iterdir() if c.is_dir() and (c / "context.yaml").is_file())):
+            found.extend(inner)
+        else:
+            click.echo(f"note: {p}: skipped, not a bundle (no context.yaml, not a .tar.gz)", err=True)
+            skipped += 1
+    return found, skipped
+
+
+@contextlib.contextmanager
+def _opened(bundle: Path):
+    """A bundle folder as it is, or a .tar.gz bundle unpacked (within the archive limits) into a temporary one."""
+    if bundle.is_dir():
+        yield bundle
+        return
+    from attribution.scope.archive import ArchiveLimits, unpack
+
+    with tempfile.TemporaryDirectory(prefix="attribution-bundle-") as tmp, open(bundle, "rb") as f:
+        dest = Path(tmp) / "bundle"
+        dest.mkdir()
+        yield unpack(f, dest, ArchiveLimits())
 
 
 @main.command()
 @click.option("--weeks", default=8, show_default=True, help="Weeks of generated fleet history.")
 @click.option("--incidents", type=click.Path(path_type=Path), default=None,
               help="Folder of example incident bundles (default: tests/incidents of this checkout).")
+@click.option("--fresh", is_flag=True, help="Start over: empty the embedded database first (never a configured one).")
 @click.pass_context
-def demo(ctx: click.Context, weeks: int, incidents: Path | None) -> None:
+def demo(ctx: click.Context, weeks: int, incidents: Path | None, fresh: bool) -> None:
     """The main job end to end: migrate, ingest the example incidents and a generated fleet history, print the
-    verdicts and a fleet summary."""
-    from attribution.fleetgen import history, write_bundle
+    verdicts and a fleet summary. Run again, it stores nothing new (the history is generated once)."""
+    from sqlalchemy import text
+
+    from attribution.errors import InputError
+    from attribution.fleetgen import CLUSTER, history, write_bundle
     from attribution.pipeline import ingest_bundle
     from attribution.cli import report
+    from attribution.store import migrate
+
+    if fresh and settings_of(ctx).database.url:
+        raise InputError("--fresh", "refusing to empty a configured database; --fresh starts over only on the "
+                                    "embedded default")
 
     rs = ruleset_of(ctx)
     folder = incidents or Path(__file__).resolve().parents[2] / "tests" / "incidents"
@@ -175,6 +247,9 @@ def demo(ctx: click.Context, weeks: int, incidents: Path | None) -> None:
     t0 = time.monotonic()
     with open_store(ctx) as engine, tempfile.TemporaryDirectory(prefix="attribution-demo-") as tmp:
         click.echo(f"database: {engine.url.render_as_string(hide_password=True)}")
+        if fresh:
+            migrate.downgrade(engine, "base")
+            migrate.upgrade(engine)
         click.echo(f"\n== {len(examples)} example incidents")
         for b in examples:
             _, v = ingest_bundle(rs, engine, b)
@@ -184,9 +259,15 @@ def demo(ctx: click.Context, weeks: int, incidents: Path | None) -> None:
             root = v.root_cause
             click.echo(f"{b.name:<32} {v.outcome:<16} {v.action:<16} "
                        f"{(root.kind + ' on ' + (root.node or '-')) if root else '-'}")
-        jobs = history(weeks=weeks)
-        click.echo(f"\n== generated history: {len(jobs)} jobs on a 64-node fleet over {weeks} weeks")
-        for j in jobs:
-            ingest_bundle(rs, engine, write_bundle(j, Path(tmp)))
+        with engine.connect() as c:
+            generated = c.execute(text("SELECT count(*) FROM attribution.jobs WHERE cluster = :c"),
+                                  {"c": CLUSTER}).scalar()
+        if generated:
+            click.echo(f"\n== generated history: already stored ({generated} jobs; --fresh starts over)")
+        else:
+            jobs = history(weeks=weeks)
+            click.echo(f"\n== generated history: {len(jobs)} jobs on a 64-node fleet over {weeks} weeks")
+            for j in jobs:
+                ingest_bundle(rs, engine, write_bundle(j, Path(tmp)))
         report.fleet_summary(engine, click.echo)
     click.echo(f"\ndone in {time.monotonic() - t0:.1f} s")
