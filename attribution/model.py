@@ -6,6 +6,8 @@ datetimes, or None when the source line carried no usable timestamp.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import MappingProxyType
@@ -49,6 +51,9 @@ SOURCES = ("kernel", "fabricmanager", "job", "node", "scheduler", "metrics")
 
 def _frozen_map(m: Mapping | None) -> Mapping:
     return MappingProxyType(dict(m or {}))
+
+
+_IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +101,15 @@ class ExecutionContext:
             return None
         if host in self.nodes:
             return host
-        short = host.split(".", 1)[0]
-        return short if short in self.nodes else None
+        # Host names are case-insensitive (srun prints "Orion-01-01" for node orion-01-01); an IPv4
+        # address is a name of its own, never "first label + domain".
+        by_lower = {n.lower(): n for n in self.nodes}
+        h = host.lower()
+        if h in by_lower:
+            return by_lower[h]
+        if _IPV4.match(h):
+            return None
+        return by_lower.get(h.split(".", 1)[0])
 
 
 @dataclass(frozen=True, slots=True)

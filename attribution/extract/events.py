@@ -3,7 +3,8 @@
 Every rule that matches a record emits an event (no first-match-wins); a rule may step aside when another
 kind was found on the same record (`unless_kinds`). Catalog rules take kind, action and severity from the
 catalog entry of the captured code. The node of a job-output line is resolved as spec/bundle.md says: a host
-name in the line, then a rank, then the srun label, then the file name.
+name in the line, then a rank, then the srun label, then the file name, then the only node of a
+one-node job.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ def resolve_node(ctx: ExecutionContext, obs: Observation, groups: Mapping[str, s
         n = ctx.node_of_task(task)
         if n:
             return n
+    if obs.node is None and len(ctx.nodes) == 1:
+        return ctx.nodes[0]  # rule 5: a one-node job's output can only come from that node
     return obs.node
 
 

@@ -1,0 +1,51 @@
+"""Odd identities in real logs: host names in another case, IP addresses as node names, one-node jobs.
+
+spec/bundle.md "Which node a job-output line belongs to": a host name in the line (any case, maybe fully
+qualified), ..., and rule 5: in a job that ran on exactly one node, untagged output belongs to that node.
+"""
+
+from __future__ import annotations
+
+from attribution.extract.events import resolve_node
+from attribution.model import ExecutionContext, Observation
+
+
+def _ctx(*nodes: str) -> ExecutionContext:
+    return ExecutionContext(cluster="c", job_id="1", nodes=tuple(nodes), tasks_per_node=4)
+
+
+def _job_line(text: str = "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+              node: str | None = None) -> Observation:
+    return Observation(source="job", node=node, location="job/out:1", text=text, line=text)
+
+
+def test_host_names_are_case_insensitive():
+    ctx = _ctx("orion-01-01", "orion-01-02")
+    assert ctx.resolve_host("Orion-01-01") == "orion-01-01"  # srun's spelling in HAFS#101
+    assert ctx.resolve_host("ORION-01-02.cluster") == "orion-01-02"
+    assert ctx.resolve_host("orion-01-03") is None
+
+
+def test_an_ip_address_is_a_whole_name():
+    ctx = _ctx("192.168.11.119", "10")
+    assert ctx.resolve_host("192.168.11.119") == "192.168.11.119"
+    # an IP is not "first label 10 + domain": a peer address must not land on a node named "10"
+    assert ctx.resolve_host("10.216.210.236") is None
+    assert ctx.resolve_host("10.cluster.local") == "10"
+
+
+def test_untagged_output_of_a_one_node_job_belongs_to_that_node():
+    assert resolve_node(_ctx("dgk713"), _job_line(), {}) == "dgk713"
+
+
+def test_untagged_output_of_a_multi_node_job_belongs_to_no_node():
+    assert resolve_node(_ctx("a", "b"), _job_line(), {}) is None
+    # a host name, a rank and the file still decide before the fallback
+    assert resolve_node(_ctx("a", "b"), _job_line(node="b"), {}) == "b"
+    assert resolve_node(_ctx("a", "b"), _job_line(), {"rank": "5"}) == "b"
+    assert resolve_node(_ctx("a", "b"), _job_line(), {"host": "A"}) == "a"
+
+
+def test_node_side_lines_keep_their_node():
+    obs = Observation(source="kernel", node="n1", location="nodes/n1/kernel.log:1", text="x", line="x")
+    assert resolve_node(_ctx("n9"), obs, {}) == "n1"
