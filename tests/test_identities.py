@@ -49,3 +49,20 @@ def test_untagged_output_of_a_multi_node_job_belongs_to_no_node():
 def test_node_side_lines_keep_their_node():
     obs = Observation(source="kernel", node="n1", location="nodes/n1/kernel.log:1", text="x", line="x")
     assert resolve_node(_ctx("n9"), obs, {}) == "n1"
+
+
+def test_journal_lines_with_a_lower_case_month_are_kernel_lines():
+    """journalctl in some locales prints "sep 03" (CachyOS/linux-cachyos#1019); still the syslog form."""
+    from datetime import UTC, datetime
+
+    from attribution.collect.kernel import KernelLineParser
+    from attribution.timeparse import YearGuesser
+
+    start = datetime(2026, 9, 3, 13, 0, tzinfo=UTC)
+    p = KernelLineParser(years=YearGuesser(start, start, UTC))
+    k = p.parse("sep 03 13:25:15 cachyos kernel: NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  610.57.04")
+    assert k.fmt == "syslog" and k.host == "cachyos" and k.tag == "kernel"
+    assert k.time == datetime(2026, 9, 3, 13, 25, 15, tzinfo=UTC)
+    assert k.text.startswith("NVRM: loading")
+    # not a month: stays unparsed
+    assert KernelLineParser().parse("abc 03 13:25:15 host kernel: x").fmt != "syslog"

@@ -23,7 +23,7 @@ _ISO_DECODE = re.compile(
     r"^(?P<fac>[a-z]+)\s*:(?P<lvl>[a-z]+)\s*: (?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?"
     r"(?:Z|[+-]\d\d:?\d\d)?) (?P<msg>.*)$")
 _SYSLOG = re.compile(
-    r"^(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.(?P<frac>\d+))? "
+    r"^(?P<mon>[A-Za-z][a-z]{2}) +(?P<day>\d{1,2}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.(?P<frac>\d+))? "
     r"(?P<host>\S+) (?P<tag>[^:\[\s]+)(?:\[\d+\])?: (?P<msg>.*)$")
 _RFC3339 = re.compile(
     r"^(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?) "
