@@ -66,3 +66,27 @@ def test_journal_lines_with_a_lower_case_month_are_kernel_lines():
     assert k.text.startswith("NVRM: loading")
     # not a month: stays unparsed
     assert KernelLineParser().parse("abc 03 13:25:15 host kernel: x").fmt != "syslog"
+
+
+def test_dmesg_human_format_places_relative_stamps_in_time():
+    """`dmesg -H` prints "[Jan 2 10:04] msg" once, then "[  +0.000316] msg" relative to the message before
+    (rwth-i6/returnn#1486 pasted it); lines before the first absolute stamp get no time."""
+    from datetime import UTC, datetime, timedelta
+
+    from attribution.collect.kernel import KernelLineParser
+    from attribution.timeparse import YearGuesser
+
+    start = datetime(2024, 1, 2, 9, 0, tzinfo=UTC)
+    p = KernelLineParser(years=YearGuesser(start, start + timedelta(hours=3), UTC))
+    lone = p.parse("[  +0.000316] pcieport 0000:00:03.0: AER: Corrected error received: 0000:00:03.0")
+    assert lone.fmt == "dmesg-H" and lone.time is None and lone.text.startswith("pcieport")
+    head = p.parse("[Jan 2 10:04] NVRM: Xid (PCI:0000:03:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
+    assert head.fmt == "dmesg-H" and head.time == datetime(2024, 1, 2, 10, 4, tzinfo=UTC)
+    assert head.text.startswith("NVRM: Xid")
+    d1 = p.parse("[  +0.500000] NVRM: GPU 0000:03:00.0: GPU has fallen off the bus.")
+    d2 = p.parse("[  +1.250000] pcieport 0000:00:03.0:    [12] Timeout")
+    assert d1.time == datetime(2024, 1, 2, 10, 4, 0, 500000, tzinfo=UTC)
+    assert d2.time == datetime(2024, 1, 2, 10, 4, 1, 750000, tzinfo=UTC)
+    assert p.parse("[Feb13 19:30] x").time == datetime(2024, 2, 13, 19, 30, tzinfo=UTC)
+    # the ctime form (with weekday, seconds and year) is still dmesg -T, not -H
+    assert p.parse("[Sun Feb 23 16:24:18 2025] NVRM: x").fmt == "dmesg-T"

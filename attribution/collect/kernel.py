@@ -31,12 +31,17 @@ _RFC3339 = re.compile(
 _TALOS = re.compile(
     r"^(?P<host>\S+): (?P<fac>[a-z]+): +(?P<lvl>[a-z]+): \[(?P<iso>\d{4}-[^\]]+)\]: (?P<msg>.*)$")
 _BARE = re.compile(r"^kernel: (?P<msg>.*)$")
+# dmesg -H / --reltime: "[Feb13 19:30] msg" (strftime "%b%e %H:%M") once a minute, then "[  +0.000316] msg",
+# each the time since the message before.
+_RELTIME_HEAD = re.compile(
+    r"^\[(?P<mon>[A-Z][a-z]{2}) ?(?P<day>\d{1,2}) (?P<h>\d\d):(?P<m>\d\d)(?::(?P<s>\d\d))?\]\s?(?P<msg>.*)$")
+_RELTIME_DELTA = re.compile(r"^\[\s*\+(?P<delta>\d+\.\d+)\]\s?(?P<msg>.*)$")
 _PRINTK = re.compile(r"^\[\s*(?P<sec>\d+\.\d+)\]\s?")
 _JOURNAL_MARK = re.compile(r"^-- (?:Boot [0-9a-f]+|Reboot|Logs begin|Journal begins|No entries)")
 
 #: no machine has been up for a century: a longer uptime stamp is corruption, and gets no time
 MAX_UPTIME_SECONDS = 100 * 366 * 86400
-FORMATS = ("kmsg", "dmesg", "dmesg-T", "dmesg-iso", "syslog", "rfc3339", "talos", "bare")
+FORMATS = ("kmsg", "dmesg", "dmesg-T", "dmesg-H", "dmesg-iso", "syslog", "rfc3339", "talos", "bare")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +65,9 @@ class KernelLineParser:
         self.boot_time = boot_time
         self.years = years or YearGuesser(None, None, zone)
         self._order = [self._kmsg, self._rfc3339, self._syslog, self._ctime, self._raw, self._iso_decode,
-                       self._talos, self._bare]
+                       self._talos, self._reltime, self._bare]
         self._last = None
+        self._rel_time: datetime | None = None  # dmesg -H: the time of the message before
 
     def parse(self, line: str) -> KernelLine:
         if self._last is not None:
@@ -118,6 +124,21 @@ class KernelLineParser:
         except ValueError:
             t = None
         return KernelLine(text=m["msg"], time=t, fmt="dmesg-T")
+
+    def _reltime(self, line: str) -> KernelLine | None:
+        m = _RELTIME_DELTA.match(line)
+        if m:
+            if self._rel_time is not None:
+                self._rel_time = self._rel_time + timedelta(seconds=float(m["delta"]))
+            return KernelLine(text=m["msg"], time=self._rel_time, fmt="dmesg-H")
+        m = _RELTIME_HEAD.match(line)
+        if not m:
+            return None
+        mon = MONTHS.get(m["mon"].lower())
+        if mon is None:
+            return None
+        self._rel_time = self.years.place(mon, int(m["day"]), int(m["h"]), int(m["m"]), int(m["s"] or 0))
+        return KernelLine(text=m["msg"], time=self._rel_time, fmt="dmesg-H")
 
     def _iso_decode(self, line: str) -> KernelLine | None:
         m = _ISO_DECODE.match(line)
