@@ -69,8 +69,8 @@ def test_journal_lines_with_a_lower_case_month_are_kernel_lines():
 
 
 def test_dmesg_human_format_places_relative_stamps_in_time():
-    """`dmesg -H` prints "[Jan 2 10:04] msg" once, then "[  +0.000316] msg" relative to the message before
-    (rwth-i6/returnn#1486 pasted it); lines before the first absolute stamp get no time."""
+    """`dmesg -H` prints "[Jan 2 10:04] msg" once a minute, then "[  +0.000316] msg" relative to the message
+    before (rwth-i6/returnn#1486 pasted it): head lines are placed in time, delta lines keep their message."""
     from datetime import UTC, datetime, timedelta
 
     from attribution.collect.kernel import KernelLineParser
@@ -83,10 +83,27 @@ def test_dmesg_human_format_places_relative_stamps_in_time():
     head = p.parse("[Jan 2 10:04] NVRM: Xid (PCI:0000:03:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
     assert head.fmt == "dmesg-H" and head.time == datetime(2024, 1, 2, 10, 4, tzinfo=UTC)
     assert head.text.startswith("NVRM: Xid")
+    # a delta is relative to the line before, which a prefilter-driven reader may have skipped: no time
     d1 = p.parse("[  +0.500000] NVRM: GPU 0000:03:00.0: GPU has fallen off the bus.")
-    d2 = p.parse("[  +1.250000] pcieport 0000:00:03.0:    [12] Timeout")
-    assert d1.time == datetime(2024, 1, 2, 10, 4, 0, 500000, tzinfo=UTC)
-    assert d2.time == datetime(2024, 1, 2, 10, 4, 1, 750000, tzinfo=UTC)
+    assert d1.fmt == "dmesg-H" and d1.time is None and d1.text.startswith("NVRM: GPU")
     assert p.parse("[Feb13 19:30] x").time == datetime(2024, 2, 13, 19, 30, tzinfo=UTC)
     # the ctime form (with weekday, seconds and year) is still dmesg -T, not -H
     assert p.parse("[Sun Feb 23 16:24:18 2025] NVRM: x").fmt == "dmesg-T"
+
+
+def test_journal_short_full_and_short_unix_lines():
+    """journalctl -o short-full / -o short-unix prefixes (systemd journalctl(1) output modes)."""
+    from datetime import UTC, datetime
+
+    from attribution.collect.kernel import KernelLineParser
+    from attribution.timeparse import resolve_zone
+
+    p = KernelLineParser(zone=resolve_zone("Europe/Berlin"))
+    k = p.parse("Tue 2024-02-13 19:30:00 CET gpu7 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.")
+    assert k.fmt == "journal-full" and k.host == "gpu7" and k.text.startswith("NVRM: Xid")
+    assert k.time == datetime(2024, 2, 13, 18, 30, tzinfo=UTC)  # a zone name: the context's zone
+    k = KernelLineParser().parse("Tue 2024-02-13 19:30:00.250000 UTC gpu7 kernel: NVRM: x")
+    assert k.time == datetime(2024, 2, 13, 19, 30, 0, 250000, tzinfo=UTC)
+    k = KernelLineParser().parse("1707852600.500000 gpu7 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.")
+    assert k.fmt == "journal-unix" and k.host == "gpu7"
+    assert k.time == datetime(2024, 2, 13, 19, 30, 0, 500000, tzinfo=UTC)

@@ -31,8 +31,15 @@ _RFC3339 = re.compile(
 _TALOS = re.compile(
     r"^(?P<host>\S+): (?P<fac>[a-z]+): +(?P<lvl>[a-z]+): \[(?P<iso>\d{4}-[^\]]+)\]: (?P<msg>.*)$")
 _BARE = re.compile(r"^kernel: (?P<msg>.*)$")
+# journalctl -o short-full ("Tue 2024-02-13 19:30:00 CET host kernel: ...") and -o short-unix
+# ("1707849000.123456 host kernel: ..."). A zone name other than UTC/GMT means the context's zone.
+_JOURNAL_FULL = re.compile(
+    r"^(?:[A-Z][a-z]{2} )?(?P<date>\d{4}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) "
+    r"(?P<tz>[A-Z][A-Za-z]{1,5}|[+-]\d\d:?\d\d) (?P<host>\S+) (?P<tag>[^:\[\s]+)(?:\[\d+\])?: (?P<msg>.*)$")
+_JOURNAL_UNIX = re.compile(
+    r"^(?P<epoch>\d{9,10}(?:\.\d{1,9})?) (?P<host>\S+) (?P<tag>[^:\[\s]+)(?:\[\d+\])?: (?P<msg>.*)$")
 # dmesg -H / --reltime: "[Feb13 19:30] msg" (strftime "%b%e %H:%M") once a minute, then "[  +0.000316] msg",
-# each the time since the message before.
+# each the time since the message before (so only the head lines can be placed in time).
 _RELTIME_HEAD = re.compile(
     r"^\[(?P<mon>[A-Z][a-z]{2}) ?(?P<day>\d{1,2}) (?P<h>\d\d):(?P<m>\d\d)(?::(?P<s>\d\d))?\]\s?(?P<msg>.*)$")
 _RELTIME_DELTA = re.compile(r"^\[\s*\+(?P<delta>\d+\.\d+)\]\s?(?P<msg>.*)$")
@@ -41,7 +48,8 @@ _JOURNAL_MARK = re.compile(r"^-- (?:Boot [0-9a-f]+|Reboot|Logs begin|Journal beg
 
 #: no machine has been up for a century: a longer uptime stamp is corruption, and gets no time
 MAX_UPTIME_SECONDS = 100 * 366 * 86400
-FORMATS = ("kmsg", "dmesg", "dmesg-T", "dmesg-H", "dmesg-iso", "syslog", "rfc3339", "talos", "bare")
+FORMATS = ("kmsg", "dmesg", "dmesg-T", "dmesg-H", "dmesg-iso", "syslog", "rfc3339", "journal-full", "journal-unix",
+           "talos", "bare")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +73,8 @@ class KernelLineParser:
         self.boot_time = boot_time
         self.years = years or YearGuesser(None, None, zone)
         self._order = [self._kmsg, self._rfc3339, self._syslog, self._ctime, self._raw, self._iso_decode,
-                       self._talos, self._reltime, self._bare]
+                       self._journal_full, self._journal_unix, self._talos, self._reltime, self._bare]
         self._last = None
-        self._rel_time: datetime | None = None  # dmesg -H: the time of the message before
 
     def parse(self, line: str) -> KernelLine:
         if self._last is not None:
@@ -126,19 +133,44 @@ class KernelLineParser:
         return KernelLine(text=m["msg"], time=t, fmt="dmesg-T")
 
     def _reltime(self, line: str) -> KernelLine | None:
+        # A delta is relative to the message before, which the reader may not have seen (it parses only the
+        # lines the prefilter hits): a delta line gets no time rather than a wrong one.
         m = _RELTIME_DELTA.match(line)
         if m:
-            if self._rel_time is not None:
-                self._rel_time = self._rel_time + timedelta(seconds=float(m["delta"]))
-            return KernelLine(text=m["msg"], time=self._rel_time, fmt="dmesg-H")
+            return KernelLine(text=m["msg"], time=None, fmt="dmesg-H")
         m = _RELTIME_HEAD.match(line)
         if not m:
             return None
         mon = MONTHS.get(m["mon"].lower())
         if mon is None:
             return None
-        self._rel_time = self.years.place(mon, int(m["day"]), int(m["h"]), int(m["m"]), int(m["s"] or 0))
-        return KernelLine(text=m["msg"], time=self._rel_time, fmt="dmesg-H")
+        t = self.years.place(mon, int(m["day"]), int(m["h"]), int(m["m"]), int(m["s"] or 0))
+        return KernelLine(text=m["msg"], time=t, fmt="dmesg-H")
+
+    def _journal_full(self, line: str) -> KernelLine | None:
+        m = _JOURNAL_FULL.match(line)
+        if not m:
+            return None
+        tz = m["tz"]
+        stamp = f"{m['date']}T{m['time']}"
+        if tz in ("UTC", "GMT", "Z"):
+            stamp += "Z"
+        elif tz[0] in "+-":
+            stamp += tz
+        msg, up = _strip_printk(m["msg"])
+        return KernelLine(text=msg, time=self._iso(stamp), host=m["host"], tag=m["tag"], fmt="journal-full",
+                          uptime=up)
+
+    def _journal_unix(self, line: str) -> KernelLine | None:
+        m = _JOURNAL_UNIX.match(line)
+        if not m:
+            return None
+        try:
+            t = datetime.fromtimestamp(float(m["epoch"]), UTC)
+        except (OverflowError, ValueError, OSError):
+            t = None
+        msg, up = _strip_printk(m["msg"])
+        return KernelLine(text=msg, time=t, host=m["host"], tag=m["tag"], fmt="journal-unix", uptime=up)
 
     def _iso_decode(self, line: str) -> KernelLine | None:
         m = _ISO_DECODE.match(line)
