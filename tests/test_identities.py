@@ -107,3 +107,18 @@ def test_journal_short_full_and_short_unix_lines():
     k = KernelLineParser().parse("1707852600.500000 gpu7 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.")
     assert k.fmt == "journal-unix" and k.host == "gpu7"
     assert k.time == datetime(2024, 2, 13, 19, 30, 0, 500000, tzinfo=UTC)
+
+
+def test_dmesg_iso_without_decode():
+    """`dmesg --time-format iso` without --decode: no facility column (equinor/ert#7797 pasted it)."""
+    from datetime import UTC, datetime
+
+    from attribution.collect.kernel import KernelLineParser
+
+    k = KernelLineParser().parse("2024-04-29T14:55:41,679700+02:00 Out of memory: Killed process 1440763 (perl) "
+                                 "total-vm:87033376kB, anon-rss:60356340kB, file-rss:0kB, shmem-rss:0kB")
+    assert k.fmt == "dmesg-iso" and k.text.startswith("Out of memory: Killed process 1440763")
+    assert k.time == datetime(2024, 4, 29, 12, 55, 41, 679700, tzinfo=UTC)
+    # an rsyslog RFC 3339 line (host and tag after the stamp) is still read as such
+    r = KernelLineParser().parse("2026-06-01T15:55:06.218036+03:00 isaac kernel: NVRM: x")
+    assert r.fmt == "rfc3339" and r.host == "isaac"

@@ -31,6 +31,8 @@ _RFC3339 = re.compile(
 _TALOS = re.compile(
     r"^(?P<host>\S+): (?P<fac>[a-z]+): +(?P<lvl>[a-z]+): \[(?P<iso>\d{4}-[^\]]+)\]: (?P<msg>.*)$")
 _BARE = re.compile(r"^kernel: (?P<msg>.*)$")
+# dmesg --time-format iso without --decode: "2024-04-29T14:55:41,679700+02:00 msg" (no facility, no host)
+_ISO_PLAIN = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[.,]\d+(?:Z|[+-]\d\d:?\d\d)) (?P<msg>.*)$")
 # journalctl -o short-full ("Tue 2024-02-13 19:30:00 CET host kernel: ...") and -o short-unix
 # ("1707849000.123456 host kernel: ..."). A zone name other than UTC/GMT means the context's zone.
 _JOURNAL_FULL = re.compile(
@@ -73,7 +75,8 @@ class KernelLineParser:
         self.boot_time = boot_time
         self.years = years or YearGuesser(None, None, zone)
         self._order = [self._kmsg, self._rfc3339, self._syslog, self._ctime, self._raw, self._iso_decode,
-                       self._journal_full, self._journal_unix, self._talos, self._reltime, self._bare]
+                       self._iso_plain, self._journal_full, self._journal_unix, self._talos, self._reltime,
+                       self._bare]
         self._last = None
 
     def parse(self, line: str) -> KernelLine:
@@ -146,6 +149,12 @@ class KernelLineParser:
             return None
         t = self.years.place(mon, int(m["day"]), int(m["h"]), int(m["m"]), int(m["s"] or 0))
         return KernelLine(text=m["msg"], time=t, fmt="dmesg-H")
+
+    def _iso_plain(self, line: str) -> KernelLine | None:
+        m = _ISO_PLAIN.match(line)
+        if not m:
+            return None
+        return KernelLine(text=m["msg"], time=self._iso(m["iso"]), fmt="dmesg-iso")
 
     def _journal_full(self, line: str) -> KernelLine | None:
         m = _JOURNAL_FULL.match(line)
