@@ -252,6 +252,7 @@ class Settings:
     service_token_file: str | None = None
     source: str | None = None  # the file these settings came from
     connectors: ConnectorSettings = field(default_factory=ConnectorSettings)
+    alerts: Any = None  # attribution.alerts.settings.AlertSettings (parsed only when the section is given)
 
     @property
     def spool(self) -> Path:
@@ -286,7 +287,7 @@ def parse_settings(data: Any, origin: str) -> Settings:
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: expected a mapping")
     top = {"home", "database", "epilog", "service", "spool_dir", "rules_dir", "cluster", "service_url",
-           "service_token_file", "connectors"}
+           "service_token_file", "connectors", "alerts"}
     unknown = sorted(set(data) - top)
     if unknown:
         raise ConfigError(f"{origin}: unknown setting(s): {', '.join(unknown)}")
@@ -305,6 +306,10 @@ def parse_settings(data: Any, origin: str) -> Settings:
             s = replace(s, **{key: str(data[key])})
     if "connectors" in data:
         s = replace(s, connectors=parse_connectors(data["connectors"], origin))
+    if "alerts" in data:
+        from attribution.alerts.settings import parse_alerts
+
+        s = replace(s, alerts=parse_alerts(data["alerts"], origin))
     return s
 
 

@@ -326,5 +326,23 @@ class DrainAction(Base):
     actor: Mapped[str | None] = mapped_column(Text)
 
 
-__all__ = ["Base", "SCHEMA", "Job", "Event", "JobEvent", "Verdict", "VerdictSymptom", "CoverageRecord", "FaultWeek",
+class AlertCursor(Base):
+    """How far `attribution alerts send` has read a stream (verdicts, drain_actions), by id."""
+
+    __tablename__ = "alert_cursors"
+
+    stream: Mapped[str] = mapped_column(Text, primary_key=True)
+    last_id: Mapped[int] = mapped_column(BigInteger)
+
+
+class AlertKey(Base):
+    """When an alert with this key was last sent: one per key and cooldown."""
+
+    __tablename__ = "alert_keys"
+
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    sent_at: Mapped[datetime] = mapped_column(TS)
+
+
+__all__ = ["Base", "AlertCursor", "AlertKey", "SCHEMA", "Job", "Event", "JobEvent", "Verdict", "VerdictSymptom", "CoverageRecord", "FaultWeek",
            "RulePack", "FaultSeries", "FailedRoot", "DrainPolicy", "DrainCondition", "NodeResume", "DrainAction"]
