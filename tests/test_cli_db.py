@@ -69,3 +69,34 @@ def test_world_readable_password_file_is_refused(tmp_path):
     r = run(tmp_path, "--config", str(cfg), "db", "status")
     assert r.returncode == 2
     assert "readable by others" in r.stderr and "hunter2" not in r.stderr + r.stdout
+
+
+def test_db_upgrade_loads_the_packs_drain_policy_so_the_view_answers_from_the_start(pg_url):
+    """drain_candidates evaluates the loaded policy: a database fresh from `db upgrade` has the rule pack's, not
+    none until someone runs `drain plan`; one loaded later is not replaced by the next upgrade."""
+    from click.testing import CliRunner
+    from sqlalchemy import create_engine, text
+
+    from attribution.cli import main
+    from attribution.drain.policy import load_policy
+    from attribution.rulepack.load import load_rules
+
+    env = {"ATTRIBUTION_DATABASE_URL": pg_url}
+    r = CliRunner().invoke(main, ["db", "upgrade"], env=env)
+    assert r.exit_code == 0, r.output
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect() as c:
+            versions = [v for (v,) in c.execute(text("SELECT version FROM attribution.drain_policies"))]
+            assert versions == [load_policy(load_rules()).version]
+            assert c.execute(text("SELECT count(*) FROM attribution.drain_conditions")).scalar() > 0
+            assert c.execute(text("SELECT count(*) FROM attribution.drain_candidates")).scalar() == 0
+            c.execute(text("INSERT INTO attribution.drain_policies (version, reason_prefix, caps, document, "
+                           "loaded_at) VALUES ('operator-loaded', 'x', '{}', '{}', now() + interval '1 hour')"))
+            c.commit()
+        assert CliRunner().invoke(main, ["db", "upgrade"], env=env).exit_code == 0
+        with engine.connect() as c:
+            assert c.execute(text("SELECT version FROM attribution.drain_policies "
+                                  "ORDER BY loaded_at DESC LIMIT 1")).scalar() == "operator-loaded"
+    finally:
+        engine.dispose()

@@ -59,9 +59,26 @@ def open_store(ctx: click.Context | None, auto_migrate: bool = True, pool_size: 
         try:
             if target.embedded and auto_migrate:
                 migrate.upgrade(engine)
+                ensure_drain_policy(ctx, engine)
             yield engine
         finally:
             engine.dispose()
+
+
+def ensure_drain_policy(ctx: click.Context | None, engine) -> None:
+    """A database without a drain policy gets the rule pack's (rules/drain-policy.yaml), so the drain_candidates
+    view answers from the first migration on; one already loaded (by `drain plan|apply`) is left as it is."""
+    from sqlalchemy import text
+
+    with engine.connect() as c:
+        if c.execute(text("SELECT EXISTS (SELECT 1 FROM attribution.drain_policies)")).scalar():
+            return
+    if ctx is None:
+        return
+    from attribution.drain.policy import load_policy
+    from attribution.store import drain as sd
+
+    sd.load_policy(engine, load_policy(ruleset_of(ctx)))
 
 
 @main.group()
@@ -78,6 +95,7 @@ def db_upgrade(ctx: click.Context) -> None:
 
     with open_store(ctx, auto_migrate=False) as engine:
         migrate.upgrade(engine)
+        ensure_drain_policy(ctx, engine)
         click.echo(f"{describe(engine.url)}: at revision {migrate.current(engine)}")
 
 
