@@ -94,9 +94,13 @@ def test_traceback_exception_lines_are_found_per_stream(ruleset):
         " 9: [rank9]: ValueError: bad shape\n"
         " 5: [rank5]: KeyError: 'pixel_values'\n"
         " 5: [rank5]: AssertionError: not after a traceback header\n")
-    evs = [e for e in _events(ruleset, text) if e.kind == "python_exception"]
-    assert [(e.rank, e.fields["exception"], e.node) for e in evs] == [(5, "KeyError", "g001"),
-                                                                      (9, "ValueError", "g002")]
+    evs = _events(ruleset, text)
+    flagged = [e for e in evs if e.rule == "job.python_exception"]
+    assert [(e.rank, e.fields["exception"], e.node) for e in flagged] == [(5, "KeyError", "g001"),
+                                                                          (9, "ValueError", "g002")]
+    # the exception line with no traceback of its own is still evidence, found by the terminal-line rule
+    orphan = [e for e in evs if e.rule == "job.python_exception_line"]
+    assert [(e.rank, e.fields["exception"]) for e in orphan] == [(5, "AssertionError")]
 
 
 def test_exception_names_a_consequence_when_it_carries_another_kind(ruleset):

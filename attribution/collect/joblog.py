@@ -1,6 +1,7 @@
 """A job's own stdout/stderr: taking apart the prefixes launchers and libraries put in front of each line.
 
-Prefixes, outermost first: kubectl `--prefix` / `--timestamps`, srun `--label` (` 12: `), PyTorch's `[rankN]:`,
+Prefixes, outermost first: kubectl `--prefix` / `--timestamps`, srun `--label` (` 12: `), Ray's `(Name pid=N, ip=X)`,
+torchrun's `--tee` role (`[default0]:`) and PyTorch's `[rankN]:` in either order,
 then inside the message NCCL's `host:pid:tid [dev]` (optionally behind `[YYYY-MM-DD HH:MM:SS]`), glog stamps
 (`[E310 09:24:36.943 file:line]`, `E0324 14:05:14.452000 pid file:line]`) and Python logging stamps.
 Python tracebacks are followed per output stream so that the exception line after the frames is flagged.
@@ -19,6 +20,11 @@ _KUBECTL_TS = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z
 # task ids and ranks are at most 9 digits: a "rank" beyond any real job is text, not a rank (and fits an int4)
 _LABEL = re.compile(r"^\s*(?:P(?P<het>\d{1,9}) )?(?P<task>\d{1,9}): ")
 _RANK = re.compile(r"^\[[Rr]ank ?(?P<rank>\d{1,9})\]: ?")
+# torchrun --tee / --redirects (`[default0]:`), torchx roles (`[trainer3]:`, `[trainer0|0]:`): a role name and a
+# local index, not a global rank
+_ROLE = re.compile(r"^\[(?![Rr]ank ?\d)[A-Za-z_][A-Za-z_-]{0,40}\d{1,9}(?:\|\d{1,9})?\]: ?")
+# Ray's worker prefix: `(RayWorkerWrapper pid=4009) `, `(TorchTrainer pid=123, ip=10.0.0.5) `
+_RAY = re.compile(r"^\((?:[A-Za-z_][\w.:-]{0,80} )?pid=\d{1,9}(?:, ip=(?P<ip>[0-9a-fA-F.:]{3,45}))?\) ")
 _RANK_IN_MESSAGE = re.compile(r"\[(?:PG [^\[\]]*?)?Rank (?P<rank>\d{1,9})\]")  # no "[" inside: linear time
 _NCCL = re.compile(
     r"^(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] )?(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) "
@@ -76,15 +82,27 @@ class JobLineParser:
             if m:
                 label = int(m["task"])
                 text = text[m.end():]
-        m = _RANK.match(text)
+        ray_ip = None
+        m = _RAY.match(text)
         if m:
-            rank = int(m["rank"])
+            ray_ip = m["ip"]
             text = text[m.end():]
+        for _ in range(3):  # `[default0]:[rank12]:` and the like, in either order
+            m = _RANK.match(text)
+            if m and rank is None:
+                rank = int(m["rank"])
+                text = text[m.end():]
+                continue
+            m = _ROLE.match(text)
+            if m:
+                text = text[m.end():]
+                continue
+            break
         if rank is None:
             m = _RANK_IN_MESSAGE.search(text)
             if m:
                 rank = int(m["rank"])
-        host = None
+        host = ray_ip
         m = _NCCL.match(text)
         if m:
             host = m["host"]
@@ -129,9 +147,14 @@ def looks_labelled(sample_lines: list[str]) -> bool:
     return hits * 2 >= len(lines)
 
 
+_EXCEPTION_HEAD = re.compile(r"^[A-Za-z_][\w.]*(?::|$)")
+
+
 def is_exception_line(text: str) -> bool:
-    """After a traceback's frames, the first line that is not indented ends it (the exception line)."""
-    return bool(text) and not text[0].isspace() and not _TRACEBACK.match(text)
+    """After a traceback's frames, the first line that is not indented and starts like `Name:` or `Name` ends it
+    (the exception line). An unindented piece of a frame wrapped at the terminal width
+    (`distributed_c10d.py", line 576, in ...`) does not."""
+    return bool(text) and not text[0].isspace() and not _TRACEBACK.match(text) and bool(_EXCEPTION_HEAD.match(text))
 
 
 class TracebackTracker:

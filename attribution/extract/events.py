@@ -1,10 +1,10 @@
 """extract: observations to normalized events, by the rules of a loaded RuleSet. Pure.
 
 Every rule that matches a record emits an event (no first-match-wins); a rule may step aside when another
-kind was found on the same record (`unless_kinds`). Catalog rules take kind, action and severity from the
-catalog entry of the captured code. The node of a job-output line is resolved as spec/bundle.md says: a host
-name in the line, then a rank, then the srun label, then the file name, then the only node of a
-one-node job.
+kind was found on the same record (`unless_kinds`) or when the collector flagged the record (`unless_flags`).
+Catalog rules take kind, action and severity from the catalog entry of the captured code. The node of a
+job-output line is resolved as spec/bundle.md says: a host name in the line, then a rank, then the srun label,
+then the file name, then the only node of a one-node job.
 """
 
 from __future__ import annotations
@@ -93,6 +93,8 @@ def extract_one(ruleset: RuleSet, ctx: ExecutionContext, obs: Observation, zone=
     produced: list[tuple[Rule, Event]] = []
     for rule in ruleset.matching(obs.source, obs.text):
         if rule.require_flags and not rule.require_flags <= obs.flags:
+            continue
+        if rule.unless_flags & obs.flags:
             continue
         m = rule.regex.search(obs.text)
         if m is None:

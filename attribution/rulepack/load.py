@@ -126,6 +126,7 @@ class Rule:
     severity: str | None
     require_flags: frozenset[str]
     unless_kinds: frozenset[str]
+    unless_flags: frozenset[str]
     set_fields: tuple[tuple[str, str], ...]
     examples: tuple[Example, ...]
     no_match: tuple[str, ...]
@@ -575,6 +576,7 @@ def _build(root: Path, version: str, docs: dict, problems: list[str]) -> RuleSet
                 action=r.get("action"), severity=r.get("severity"),
                 require_flags=frozenset(r.get("require_flags", [])),
                 unless_kinds=frozenset(r.get("unless_kinds", [])),
+                unless_flags=frozenset(r.get("unless_flags", [])),
                 set_fields=tuple(sorted((r.get("set_fields") or {}).items())),
                 examples=examples, no_match=tuple(r["examples"].get("no_match", [])),
                 path=shown, line=line))
