@@ -113,3 +113,58 @@ def test_exception_names_a_consequence_when_it_carries_another_kind(ruleset):
 def test_every_line_can_be_observed_without_prefilter():
     obs = parse_job_text("a\nb\nc", "job/x", CTX, AllLines())
     assert [o.location for o in obs] == ["job/x:1", "job/x:2", "job/x:3"]
+
+
+def test_tee_and_torchx_role_prefixes_are_taken_off_in_either_order():
+    p = _parser(labelled=False)
+    jl = p.parse("[default0]:[rank12]: KeyError: 'pixel_values'")
+    assert (jl.rank, jl.text) == (12, "KeyError: 'pixel_values'")
+    jl = p.parse("[rank3]:[default3]: ValueError: bad")
+    assert (jl.rank, jl.text) == (3, "ValueError: bad")
+    jl = p.parse("[trainer0|0]:ncclInternalError: Internal check failed.")
+    assert (jl.rank, jl.text) == (None, "ncclInternalError: Internal check failed.")
+    jl = p.parse("[trainer3]:twshared1016:1958:1958 [3] NCCL INFO NCCL_SOCKET_IFNAME set to eth2")
+    assert jl.host == "twshared1016"
+    # a role index is a local index, never a rank; brackets that are not a role stay text
+    assert p.parse("[default7]: x").rank is None
+    assert p.parse("[Question]: Multi GPU").text == "[Question]: Multi GPU"
+    assert p.parse("[E310 09:24:36.943 ProcessGroupNCCL.cpp:563] x").text.startswith("[E310")
+
+
+def test_ray_worker_prefix_names_the_host_by_its_ip():
+    ctx = ExecutionContext(cluster="c", job_id="1", nodes=("10.0.0.5", "10.0.0.6"), tasks_per_node=8)
+    obs = parse_job_text("(RayTrainWorker pid=4009, ip=10.0.0.6) RuntimeError: CUDA error: out of memory\n"
+                         "(RayWorkerWrapper pid=77) [rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] x\n",
+                         "job/x", ctx, AllLines())
+    assert [(o.host, o.rank, o.text[:12]) for o in obs] == [("10.0.0.6", None, "RuntimeError"),
+                                                            (None, 1, "[E ProcessGr")]
+
+
+def test_a_wrapped_frame_does_not_end_the_traceback(ruleset):
+    text = ("Traceback (most recent call last):\n"
+            "  File \"/mnt/env/lib/python3.8/site-packages/torch/distributed/\n"
+            "distributed_c10d.py\", line 576, in init_process_group\n"
+            "    store, rank, world_size = next(rendezvous_iterator)\n"
+            "ValueError: Error initializing torch.distributed using file:// rendezvous: path missing\n")
+    evs = [e for e in _events(ruleset, text) if e.kind == "python_exception"]
+    assert [(e.rule, e.fields["exception"]) for e in evs] == [("job.python_exception", "ValueError")]
+
+
+def test_terminal_exception_lines_need_the_name_colon_message_form(ruleset):
+    text = ("Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618\n"
+            "or 1800010 milliseconds before timing out.\n"
+            "    raise ValueError(\"x\")\n"
+            "[rank2]: PermissionError: [Errno 13] Permission denied: '/ckpt/step_100'\n")
+    evs = [e for e in _events(ruleset, text) if e.kind == "python_exception"]
+    assert [(e.rank, e.fields["exception"], e.node) for e in evs] == [(2, "PermissionError", "g001")]
+
+
+def test_untagged_lines_of_a_single_node_job_belong_to_that_node(ruleset):
+    one = ExecutionContext(cluster="c", job_id="1", nodes=("g007",), tasks_per_node=8)
+    obs = parse_job_text("RuntimeError: CUDA error: out of memory\n", "job/slurm-1.out", one,
+                         ruleset.prefilter("job"))
+    assert [(e.kind, e.node) for e in extract(ruleset, one, obs)] == [("cuda_oom", "g007")]
+    # with two nodes the same line belongs to the job but to no node
+    obs = parse_job_text("RuntimeError: CUDA error: out of memory\n", "job/slurm-1.out", CTX,
+                         ruleset.prefilter("job"))
+    assert [(e.kind, e.node) for e in extract(ruleset, CTX, obs)] == [("cuda_oom", None)]
