@@ -168,3 +168,21 @@ def test_untagged_lines_of_a_single_node_job_belong_to_that_node(ruleset):
     obs = parse_job_text("RuntimeError: CUDA error: out of memory\n", "job/slurm-1.out", CTX,
                          ruleset.prefilter("job"))
     assert [(e.kind, e.node) for e in extract(ruleset, CTX, obs)] == [("cuda_oom", None)]
+
+
+def test_pdsh_host_prefixes_are_detected_per_file(ruleset):
+    text = ("10.140.82.188: [2021-01-26 18:08:44,573] [INFO] [launch.py:71:main] 0 NCCL_DEBUG info\n"
+            "g002: Traceback (most recent call last):\n"
+            "g001: [2021-01-26 18:09:01,100] [INFO] step 1\n"
+            "g002:   File \"train.py\", line 3, in <module>\n"
+            "g002: KeyError: 'labels'\n")
+    evs = [e for e in _events(ruleset, text) if e.kind == "python_exception"]
+    assert [(e.rule, e.node, e.fields["exception"]) for e in evs] == [("job.python_exception", "g002", "KeyError")]
+    # without the per-file majority the same shape is text, not a host
+    p = _parser(labelled=False)
+    assert p.parse("g002: KeyError: 'labels'").host is None
+
+
+def test_open_mpi_tag_output_carries_the_rank():
+    jl = _parser(labelled=False).parse("[1,11]<stderr>:RuntimeError: CUDA error: out of memory")
+    assert (jl.rank, jl.text) == (11, "RuntimeError: CUDA error: out of memory")

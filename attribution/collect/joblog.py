@@ -1,6 +1,7 @@
 """A job's own stdout/stderr: taking apart the prefixes launchers and libraries put in front of each line.
 
-Prefixes, outermost first: kubectl `--prefix` / `--timestamps`, srun `--label` (` 12: `), Ray's `(Name pid=N, ip=X)`,
+Prefixes, outermost first: kubectl `--prefix` / `--timestamps`, pdsh's `host: ` (DeepSpeed's multi-node runner,
+detected per file), srun `--label` (` 12: `), Open MPI's `[1,3]<stderr>:`, Ray's `(Name pid=N, ip=X)`,
 torchrun's `--tee` role (`[default0]:`) and PyTorch's `[rankN]:` in either order,
 then inside the message NCCL's `host:pid:tid [dev]` (optionally behind `[YYYY-MM-DD HH:MM:SS]`), glog stamps
 (`[E310 09:24:36.943 file:line]`, `E0324 14:05:14.452000 pid file:line]`) and Python logging stamps.
@@ -25,6 +26,10 @@ _RANK = re.compile(r"^\[[Rr]ank ?(?P<rank>\d{1,9})\]: ?")
 _ROLE = re.compile(r"^\[(?![Rr]ank ?\d)[A-Za-z_][A-Za-z_-]{0,40}\d{1,9}(?:\|\d{1,9})?\]: ?")
 # Ray's worker prefix: `(RayWorkerWrapper pid=4009) `, `(TorchTrainer pid=123, ip=10.0.0.5) `
 _RAY = re.compile(r"^\((?:[A-Za-z_][\w.:-]{0,80} )?pid=\d{1,9}(?:, ip=(?P<ip>[0-9a-fA-F.:]{3,45}))?\) ")
+# Open MPI's --tag-output / horovodrun: `[1,3]<stderr>:` (job id, rank)
+_MPI_TAG = re.compile(r"^\[\d{1,9},(?P<rank>\d{1,9})\]<(?:stdout|stderr)>: ?")
+# pdsh / the DeepSpeed and torchrun multi-node runners: `worker-1: `, `10.140.82.188: ` (detected per file)
+_HOST_PREFIX = re.compile(r"^(?P<host>(?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w-]{0,62}\d[\w.-]{0,190}): (?=\S)")
 _RANK_IN_MESSAGE = re.compile(r"\[(?:PG [^\[\]]*?)?Rank (?P<rank>\d{1,9})\]")  # no "[" inside: linear time
 _NCCL = re.compile(
     r"^(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] )?(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) "
@@ -57,10 +62,12 @@ class JobLine:
 class JobLineParser:
     """Takes one job-output line apart. `labelled` says whether the file carries srun --label prefixes."""
 
-    def __init__(self, zone: tzinfo = UTC, years: YearGuesser | None = None, labelled: bool = False) -> None:
+    def __init__(self, zone: tzinfo = UTC, years: YearGuesser | None = None, labelled: bool = False,
+                 host_prefixed: bool = False) -> None:
         self.zone = zone
         self.years = years or YearGuesser(None, None, zone)
         self.labelled = labelled
+        self.host_prefixed = host_prefixed
 
     def parse(self, line: str) -> JobLine:
         text = line
@@ -77,11 +84,21 @@ class JobLineParser:
             if m:
                 time = self._iso(m["iso"])
                 text = text[m.end():]
+        prefix_host = None
+        if self.host_prefixed:
+            m = _HOST_PREFIX.match(text)
+            if m:
+                prefix_host = m["host"]
+                text = text[m.end():]
         if self.labelled:
             m = _LABEL.match(text)
             if m:
                 label = int(m["task"])
                 text = text[m.end():]
+        m = _MPI_TAG.match(text)
+        if m:
+            rank = int(m["rank"])
+            text = text[m.end():]
         ray_ip = None
         m = _RAY.match(text)
         if m:
@@ -89,7 +106,7 @@ class JobLineParser:
             text = text[m.end():]
         for _ in range(3):  # `[default0]:[rank12]:` and the like, in either order
             m = _RANK.match(text)
-            if m and rank is None:
+            if m and (rank is None or rank == int(m["rank"])):
                 rank = int(m["rank"])
                 text = text[m.end():]
                 continue
@@ -102,7 +119,7 @@ class JobLineParser:
             m = _RANK_IN_MESSAGE.search(text)
             if m:
                 rank = int(m["rank"])
-        host = ray_ip
+        host = ray_ip or prefix_host
         m = _NCCL.match(text)
         if m:
             host = m["host"]
@@ -136,6 +153,15 @@ class JobLineParser:
             return parse_iso(s, self.zone)
         except TimeError:
             return None
+
+
+def looks_host_prefixed(sample_lines: list[str]) -> bool:
+    """A file is pdsh-style output (`host: line`) when most of its non-empty lines carry a host prefix."""
+    lines = [ln for ln in sample_lines if ln.strip()]
+    if not lines:
+        return False
+    hits = sum(1 for ln in lines if _HOST_PREFIX.match(ln) and not _NCCL.match(ln))
+    return hits * 2 >= len(lines)
 
 
 def looks_labelled(sample_lines: list[str]) -> bool:

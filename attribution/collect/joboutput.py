@@ -10,7 +10,8 @@ import re2
 
 from attribution.model import Coverage, ExecutionContext, Observation
 from attribution.timeparse import YearGuesser, resolve_zone
-from attribution.collect.joblog import TRACEBACK_EXCEPTION, TRACEBACK_PREFILTER, JobLineParser, TracebackTracker, looks_labelled
+from attribution.collect.joblog import (TRACEBACK_EXCEPTION, TRACEBACK_PREFILTER, JobLineParser, TracebackTracker,
+                                        looks_host_prefixed, looks_labelled)
 from attribution.collect.scan import Prefilter, scan
 from attribution.collect.textio import ReadStats, decode
 
@@ -64,14 +65,14 @@ def parse_job_output(fp: BinaryIO, location: str, ctx: ExecutionContext, prefilt
     sample = head.decode("utf-8", errors="replace").splitlines()[:400]
     zone = resolve_zone(ctx.timezone)
     parser = JobLineParser(zone=zone, years=YearGuesser(ctx.start, ctx.end, zone),
-                           labelled=looks_labelled(sample))
+                           labelled=looks_labelled(sample), host_prefixed=looks_host_prefixed(sample))
     tracker = TracebackTracker()
     stats = ReadStats()
     out: list[Observation] = []
     for hit in scan(_Rewound(head, fp), stats, _WithTraceback(prefilter)):
         raw = decode(hit.raw)
         jl = parser.parse(raw)
-        is_exc = tracker.feed((jl.label, jl.rank, jl.pod), jl)
+        is_exc = tracker.feed((jl.label, jl.rank, jl.pod, jl.host), jl)
         if jl.traceback_header:
             continue
         out.append(Observation(
