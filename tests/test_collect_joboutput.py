@@ -186,3 +186,12 @@ def test_pdsh_host_prefixes_are_detected_per_file(ruleset):
 def test_open_mpi_tag_output_carries_the_rank():
     jl = _parser(labelled=False).parse("[1,11]<stderr>:RuntimeError: CUDA error: out of memory")
     assert (jl.rank, jl.text) == (11, "RuntimeError: CUDA error: out of memory")
+
+
+def test_colour_codes_are_taken_off_with_or_without_their_escape():
+    p = _parser(labelled=False)
+    jl = p.parse("\x1b[2m\x1b[36m(RayTrainWorker pid=1942, ip=100.97.252.234)\x1b[0m RuntimeError: CUDA error: out of memory")
+    assert (jl.host, jl.text) == ("100.97.252.234", "RuntimeError: CUDA error: out of memory")
+    jl = p.parse("[2m[36m(RayTrainWorker pid=1942, ip=100.97.252.234)[0m 17-Jan-23 17:21:19 [Worker:0] [INFO] done")
+    assert (jl.host, jl.text) == ("100.97.252.234", "17-Jan-23 17:21:19 [Worker:0] [INFO] done")
+    assert p.parse("\x1b[31mKeyError: 'x'\x1b[0m").text == "KeyError: 'x'"

@@ -25,7 +25,11 @@ _RANK = re.compile(r"^\[[Rr]ank ?(?P<rank>\d{1,9})\]: ?")
 # local index, not a global rank
 _ROLE = re.compile(r"^\[(?![Rr]ank ?\d)[A-Za-z_][A-Za-z_-]{0,40}\d{1,9}(?:\|\d{1,9})?\]: ?")
 # Ray's worker prefix: `(RayWorkerWrapper pid=4009) `, `(TorchTrainer pid=123, ip=10.0.0.5) `
-_RAY = re.compile(r"^\((?:[A-Za-z_][\w.:-]{0,80} )?pid=\d{1,9}(?:, ip=(?P<ip>[0-9a-fA-F.:]{3,45}))?\) ")
+_RAY = re.compile(r"^(?:\[\d{1,3}(?:;\d{1,3})*m){0,4}\((?:[A-Za-z_][\w.:-]{0,80} )?pid=\d{1,9}"
+                  r"(?:, ip=(?P<ip>[0-9a-fA-F.:]{3,45}))?\)(?:\[\d{1,3}(?:;\d{1,3})*m){0,4} ")
+# terminal colour codes (Ray, rich, colorlog): ESC sequences anywhere; pasted logs often keep them without the ESC
+_ANSI = re.compile(r"\x1b\[[0-9;?]{0,20}[ -/]{0,4}[@-~]")
+_COLOR_LITERAL = re.compile(r"^(?:\[\d{1,3}(?:;\d{1,3})*m)+")
 # Open MPI's --tag-output / horovodrun: `[1,3]<stderr>:` (job id, rank)
 _MPI_TAG = re.compile(r"^\[\d{1,9},(?P<rank>\d{1,9})\]<(?:stdout|stderr)>: ?")
 # pdsh / the DeepSpeed and torchrun multi-node runners: `worker-1: `, `10.140.82.188: ` (detected per file)
@@ -70,7 +74,7 @@ class JobLineParser:
         self.host_prefixed = host_prefixed
 
     def parse(self, line: str) -> JobLine:
-        text = line
+        text = _ANSI.sub("", line) if "\x1b" in line else line
         time: datetime | None = None
         pod = None
         label = None
@@ -103,6 +107,9 @@ class JobLineParser:
         m = _RAY.match(text)
         if m:
             ray_ip = m["ip"]
+            text = text[m.end():]
+        m = _COLOR_LITERAL.match(text)
+        if m:
             text = text[m.end():]
         for _ in range(3):  # `[default0]:[rank12]:` and the like, in either order
             m = _RANK.match(text)
