@@ -181,6 +181,10 @@ def test_pdsh_host_prefixes_are_detected_per_file(ruleset):
     # without the per-file majority the same shape is text, not a host
     p = _parser(labelled=False)
     assert p.parse("g002: KeyError: 'labels'").host is None
+    # a prefix that is not one of the job's nodes is never taken off (libmlx5 names the device first)
+    obs = parse_job_text("mlx5: g002: got completion with error:\nmlx5: g002: got completion with error:\n",
+                         "job/x", CTX, AllLines())
+    assert [o.text for o in obs] == ["mlx5: g002: got completion with error:"] * 2
 
 
 def test_open_mpi_tag_output_carries_the_rank():

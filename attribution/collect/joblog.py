@@ -67,11 +67,11 @@ class JobLineParser:
     """Takes one job-output line apart. `labelled` says whether the file carries srun --label prefixes."""
 
     def __init__(self, zone: tzinfo = UTC, years: YearGuesser | None = None, labelled: bool = False,
-                 host_prefixed: bool = False) -> None:
+                 host_prefixes: frozenset[str] = frozenset()) -> None:
         self.zone = zone
         self.years = years or YearGuesser(None, None, zone)
         self.labelled = labelled
-        self.host_prefixed = host_prefixed
+        self.host_prefixes = host_prefixes  # the job's node names when the file is pdsh-style (`node: line`)
 
     def parse(self, line: str) -> JobLine:
         text = _ANSI.sub("", line) if "\x1b" in line else line
@@ -89,9 +89,9 @@ class JobLineParser:
                 time = self._iso(m["iso"])
                 text = text[m.end():]
         prefix_host = None
-        if self.host_prefixed:
+        if self.host_prefixes:
             m = _HOST_PREFIX.match(text)
-            if m:
+            if m and _is_known_host(m["host"], self.host_prefixes):
                 prefix_host = m["host"]
                 text = text[m.end():]
         if self.labelled:
@@ -162,13 +162,25 @@ class JobLineParser:
             return None
 
 
-def looks_host_prefixed(sample_lines: list[str]) -> bool:
-    """A file is pdsh-style output (`host: line`) when most of its non-empty lines carry a host prefix."""
+def _is_known_host(host: str, known: frozenset[str]) -> bool:
+    h = host.lower()
+    return h in known or h.split(".", 1)[0] in known
+
+
+def host_prefixes(sample_lines: list[str], nodes) -> frozenset[str]:
+    """The job's node names, when a file is pdsh-style output (`node: line`, DeepSpeed's multi-node runner): most
+    of its non-empty lines start with one of the job's nodes and `: `. Otherwise empty (nothing is taken off:
+    `mlx5: gpu5: got completion ...` is not a host prefix)."""
+    known = frozenset(n.lower() for n in nodes)
     lines = [ln for ln in sample_lines if ln.strip()]
-    if not lines:
-        return False
-    hits = sum(1 for ln in lines if _HOST_PREFIX.match(ln) and not _NCCL.match(ln))
-    return hits * 2 >= len(lines)
+    if not lines or not known:
+        return frozenset()
+    hits = 0
+    for ln in lines:
+        m = _HOST_PREFIX.match(ln)
+        if m and not _NCCL.match(ln) and _is_known_host(m["host"], known):
+            hits += 1
+    return known if hits * 2 >= len(lines) else frozenset()
 
 
 def looks_labelled(sample_lines: list[str]) -> bool:

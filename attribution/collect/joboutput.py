@@ -11,7 +11,7 @@ import re2
 from attribution.model import Coverage, ExecutionContext, Observation
 from attribution.timeparse import YearGuesser, resolve_zone
 from attribution.collect.joblog import (TRACEBACK_EXCEPTION, TRACEBACK_PREFILTER, JobLineParser, TracebackTracker,
-                                        looks_host_prefixed, looks_labelled)
+                                        host_prefixes, looks_labelled)
 from attribution.collect.scan import Prefilter, scan
 from attribution.collect.textio import ReadStats, decode
 
@@ -65,7 +65,7 @@ def parse_job_output(fp: BinaryIO, location: str, ctx: ExecutionContext, prefilt
     sample = head.decode("utf-8", errors="replace").splitlines()[:400]
     zone = resolve_zone(ctx.timezone)
     parser = JobLineParser(zone=zone, years=YearGuesser(ctx.start, ctx.end, zone),
-                           labelled=looks_labelled(sample), host_prefixed=looks_host_prefixed(sample))
+                           labelled=looks_labelled(sample), host_prefixes=host_prefixes(sample, ctx.nodes))
     tracker = TracebackTracker()
     stats = ReadStats()
     out: list[Observation] = []
