@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attribution.collect.bundle import collect_bundle
+from attribution.collect.telemetry import collect_bundle_telemetry
 from attribution.correlate.rootcause import correlate
 from attribution.errors import InputError
 from attribution.extract.events import extract
@@ -32,9 +33,12 @@ def attribute(ruleset: RuleSet, ctx: ExecutionContext, events: list[Event], cove
 
 
 def diagnose_observations(ruleset: RuleSet, ctx: ExecutionContext, observations: list[Observation],
-                          coverage: list[Coverage], max_symptoms: int | None = None) -> Diagnosis:
+                          coverage: list[Coverage], max_symptoms: int | None = None,
+                          extra_events: list[Event] = ()) -> Diagnosis:
     obs = list(observations) + scheduler_observations(ctx)
     events = extract(ruleset, ctx, obs)
+    if extra_events:
+        events = sorted(events + list(extra_events), key=Event.sort_key)
     verdict = correlate(ruleset, ctx, events, coverage, max_symptoms=max_symptoms)
     return Diagnosis(ctx, tuple(events), tuple(coverage), verdict)
 
@@ -47,11 +51,24 @@ def diagnose_bundle(ruleset: RuleSet, bundle: Path, max_symptoms: int | None = N
         raise InputError(str(bundle), "not a directory (an incident bundle is a folder with context.yaml)")
     ctx = load_context(bundle / "context.yaml")
     observations, coverage = collect_bundle(bundle, ctx, ruleset.prefilter)
-    return diagnose_observations(ruleset, ctx, observations, coverage, max_symptoms)
+    snaps, tcov = collect_bundle_telemetry(bundle, ctx.nodes)
+    return diagnose_observations(ruleset, ctx, observations, coverage + tcov, max_symptoms,
+                                 telemetry_events(ruleset, ctx, snaps))
+
+
+def telemetry_events(ruleset: RuleSet, ctx: ExecutionContext, snapshots) -> list[Event]:
+    """The counter rules' events of every node's (prolog, epilog) snapshots."""
+    from attribution.extract.counters import counter_rules, evaluate
+
+    rules = counter_rules(ruleset)
+    out: list[Event] = []
+    for node, (pro, epi) in sorted(snapshots.items()):
+        out += evaluate(ruleset, ctx, node, pro, epi, rules)
+    return out
 
 
 def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event], coverage: list[Coverage],
-           source: str, deadline: float | None = None):
+           source: str, deadline: float | None = None, telemetry=None):
     """Store a job's events and coverage, then re-attribute the job from everything stored for it.
 
     Idempotent: the same input twice adds no event and no verdict. Any number of processes may ingest pieces
@@ -76,6 +93,8 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
         new, linked = s.add_events(inside)
         new += s.add_events(outside, link=False)[0]
         s.set_coverage(coverage)
+        if telemetry:  # {node: (prolog, epilog)} counter snapshots: their absolute values, for the fleet views
+            s.set_counters(telemetry)
         s.mark_pending()
         done = None
         if not s.contended and s.claim_attribution():  # alone: store and attribute in one transaction
@@ -141,7 +160,8 @@ def attribute_all_pending(ruleset: RuleSet, engine, deadline: float | None = Non
 
 def ingest_bundle(ruleset: RuleSet, engine, bundle: Path):
     d = diagnose_bundle(ruleset, bundle)
-    return ingest(ruleset, engine, d.context, list(d.events), list(d.coverage), source="bundle")
+    snaps, _ = collect_bundle_telemetry(Path(bundle), d.context.nodes)
+    return ingest(ruleset, engine, d.context, list(d.events), list(d.coverage), source="bundle", telemetry=snaps)
 
 
 # -- live jobs: the context from a scheduler, the evidence from the configured connectors ---------------------------

@@ -1,5 +1,6 @@
-"""Metric samples as they come out of a time-series database: the value the PromQL collector returns and the
-metric rules read. Depends on nothing else of ours."""
+"""Metric samples as they come out of a time-series database (the value the PromQL collector returns and the
+metric rules read), and counter snapshots as the node hooks take them (what collect.telemetry parses and the
+counter rules read). Depends on nothing else of ours."""
 
 from __future__ import annotations
 
@@ -26,3 +27,35 @@ class MetricSeries:
         keys = sorted(self.labels) if names is None else [n for n in names if n in self.labels]
         inner = ",".join(f'{k}="{self.labels[k]}"' for k in keys)
         return f"{self.name}{{{inner}}}"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One phase's counters on one node. Keys: a GPU by its PCI id (`0000:3b:00`), a port as `mlx5_0/1`, a PCI
+    device by its full bdf (`0000:3a:00.0`). `parents` maps a bdf to its upstream bridges (nearest first)."""
+
+    phase: str
+    gpus: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    gpu_info: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    ports: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    pci: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    parents: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    present: tuple[str, ...] = ()  # which of nvidia-smi, infiniband, pci the snapshot holds
+    problems: tuple[str, ...] = ()
+
+    def devices(self, kind: str) -> Mapping[str, Mapping[str, float]]:
+        return {"gpu": self.gpus, "ib_port": self.ports, "pci": self.pci}[kind]
+
+    def gpu_of(self, bdf: str) -> str | None:
+        """The GPU (its PCI id without the function, `0000:3b:00`) that is `bdf` itself or sits below it."""
+        bdf = bdf.lower()
+        if _pci_id(bdf) in self.gpus:
+            return _pci_id(bdf)
+        for dev, ups in sorted(self.parents.items()):
+            if bdf in ups and _pci_id(dev) in self.gpus:
+                return _pci_id(dev)
+        return None
+
+
+def _pci_id(bdf: str) -> str:
+    return bdf.lower().rsplit(".", 1)[0]

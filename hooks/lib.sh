@@ -18,6 +18,15 @@ ATTRIBUTION_HOOK_ENV=${ATTRIBUTION_HOOK_ENV:-/etc/attribution/hook.env}
 : "${ATTRIBUTION_LOOKBACK_BYTES:=16777216}"              # how much of a log to check when the prolog left no offset
 ATTRIBUTION_HOOKS_DIR=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 : "${ATTRIBUTION_FILTER:=$ATTRIBUTION_HOOKS_DIR/suspicious.patterns}"
+: "${ATTRIBUTION_TELEMETRY:=on}"                         # on | off: counter snapshots at prolog and epilog
+: "${ATTRIBUTION_NVIDIA_SMI:=/usr/bin/nvidia-smi}"       # a missing tool is a coverage gap, not an error
+: "${ATTRIBUTION_SYSFS_ROOT:=}"                          # prefix of /sys (a test fakes a node's sysfs there)
+: "${ATTRIBUTION_SMI_TIMEOUT:=10}"                       # seconds nvidia-smi may take
+# The counter files read under /sys/class/infiniband/<dev>/ports/<port>/ (rules/counters.yaml reads no others)
+: "${ATTRIBUTION_IB_COUNTERS:=counters/link_downed counters/symbol_error counters/port_rcv_errors counters/link_error_recovery counters/local_link_integrity_errors counters/excessive_buffer_overrun_errors counters/port_rcv_remote_physical_errors}"
+# The nvidia-smi XML elements whose lines are compared between the prolog and the epilog (the counters the rules
+# read; timestamps, clocks, temperatures and memory use differ in every snapshot and are left out)
+ATTRIBUTION_SMI_TAGS='gpu|total|device_memory|dram_uncorrectable|sram_uncorrectable|sram_uncorrectable_parity|sram_uncorrectable_secded|sram_threshold_exceeded|retired_count|pending_retirement|pending_blacklist|remapped_row_unc|remapped_row_pending|remapped_row_failure|replay_counter|replay_rollover_counter|reset_required|drain_and_reset_recommended|gpu_recovery_action'
 export ATTRIBUTION_CONFIG ATTRIBUTION_HOME ATTRIBUTION_DATABASE_URL SLURM_CONF
 
 if [ "$ATTRIBUTION_KERNEL_SOURCE" = auto ]; then
@@ -75,4 +84,26 @@ attribution_run() {
     --started "$(date +%s.%N)" "$@" </dev/null >>"$ATTRIBUTION_LOG" 2>&1
   local rc=$?
   [ "$rc" = 0 ] || attribution_log "attribution epilog ended with status $rc"
+}
+
+# Snapshot this node's counters into $1 (spec/bundle.md "Telemetry snapshots", in the compact listing form):
+# nvidia-smi.xml; sysfs.txt, one `path:value` line per watched InfiniBand port counter and per AER TOTAL_ERR_*
+# line of every PCI device; at the epilog pci-topology.txt (each PCI device's sysfs path: its bridges); and
+# counters.key, the lines the epilog compares. A handful of processes, no Python; whatever is missing is left out.
+attribution_snapshot() {
+  local dir=$1 phase=$2 sys="${ATTRIBUTION_SYSFS_ROOT}/sys" c files=()
+  mkdir -p "$dir" || return 1
+  if [ -x "$ATTRIBUTION_NVIDIA_SMI" ]; then
+    timeout -k 1 "$ATTRIBUTION_SMI_TIMEOUT" "$ATTRIBUTION_NVIDIA_SMI" -q -x >"$dir/nvidia-smi.xml" 2>/dev/null \
+      || rm -f "$dir/nvidia-smi.xml"
+  fi
+  if [ -d "$sys/class/infiniband" ]; then
+    for c in $ATTRIBUTION_IB_COUNTERS; do files+=("$sys"/class/infiniband/*/ports/*/"$c"); done
+  fi
+  files+=("$sys"/bus/pci/devices/*/aer_dev_fatal "$sys"/bus/pci/devices/*/aer_dev_nonfatal)
+  grep -s -H -E '^([0-9]+|TOTAL_ERR_[A-Z]+ [0-9]+)$' "${files[@]}" >"$dir/sysfs.txt"
+  [ "$phase" = epilog ] && [ -s "$dir/sysfs.txt" ] \
+    && readlink -f "$sys"/bus/pci/devices/* >"$dir/pci-topology.txt" 2>/dev/null
+  grep -s -h -E -e "<($ATTRIBUTION_SMI_TAGS)[> ]" -e '^/' "$dir/nvidia-smi.xml" "$dir/sysfs.txt" >"$dir/counters.key"
+  return 0
 }

@@ -28,6 +28,7 @@ class Report:
     events: tuple[Event, ...]
     coverage: tuple[Coverage, ...]
     source: str
+    telemetry: Mapping[str, Any] | None = None  # {node: (prolog, epilog)} counter snapshots
 
 
 def parse_report(doc: Mapping[str, Any], origin: str = "payload", max_events: int | None = None) -> Report:
@@ -48,7 +49,15 @@ def parse_report(doc: Mapping[str, Any], origin: str = "payload", max_events: in
         raise InputError(origin, f"{len(events_doc)} events in one batch; at most {max_events} are accepted")
     events = tuple(_convert(event_from_json, d, f"{origin}: events[{i}]") for i, d in enumerate(events_doc))
     coverage = tuple(_convert(coverage_from_json, d, f"{origin}: coverage[{i}]") for i, d in enumerate(coverage_doc))
-    return Report(ctx, events, coverage, source)
+    telemetry = None
+    if doc.get("telemetry"):
+        from attribution.node.epilog import telemetry_from_json
+
+        try:
+            telemetry = telemetry_from_json(doc["telemetry"])
+        except ValueError as exc:
+            raise InputError(f"{origin}: telemetry", str(exc)) from None
+    return Report(ctx, events, coverage, source, telemetry)
 
 
 def parse_context(doc: Any, origin: str = "context") -> ExecutionContext:
@@ -84,7 +93,7 @@ def ingest_report(ruleset: RuleSet, engine, report: Report, deadline: float | No
     from attribution.pipeline import ingest
 
     return ingest(ruleset, engine, report.context, list(report.events), list(report.coverage), report.source,
-                  deadline=deadline)
+                  deadline=deadline, telemetry=report.telemetry)
 
 
 def _convert(fn, d: Any, origin: str):

@@ -144,6 +144,9 @@ class ObservationBatch(_Strict):
     context: ContextDoc
     events: list[EventDoc] = Field(default_factory=list)
     coverage: list[CoverageDoc] = Field(default_factory=list, max_length=100000)
+    telemetry: dict[str, dict[str, Any]] | None = Field(
+        default=None, max_length=10000,
+        description="counter snapshots by node and phase (prolog, epilog): attribution.node.epilog.telemetry_to_json")
 
 
 class JobRefOut(BaseModel):

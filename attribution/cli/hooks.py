@@ -41,9 +41,12 @@ def _engine_factory(settings, deadline: float):
               help="`scontrol show job -o` output the controller hook already fetched (saves a second RPC).")
 @click.option("--started", type=float, default=None,
               help="Epoch seconds when the hook started this run: the budget counts from then.")
+@click.option("--telemetry", "telemetry_dir", type=click.Path(path_type=Path), default=None,
+              help="The folder holding the hooks' counter snapshots (prolog/ and epilog/).")
 @click.pass_context
 def epilog(ctx: click.Context, budget: float | None, kernel_source: str | None, kernel_file: Path | None,
-           fabricmanager_log: Path | None, scontrol_output: Path | None, started: float | None) -> None:
+           fabricmanager_log: Path | None, scontrol_output: Path | None, started: float | None,
+           telemetry_dir: Path | None) -> None:
     """The entry point the Slurm hooks call; reads the Slurm environment. Always exits 0."""
     t0 = time.monotonic()
     if started is not None:  # the time Python took to start counts against the budget
@@ -76,7 +79,7 @@ def epilog(ctx: click.Context, budget: float | None, kernel_source: str | None, 
                     info = None
             report = hook.run_controller(rs, settings, env, factory, deadline, info=info)
         else:
-            report = hook.run_node(rs, settings, env, factory, deadline)
+            report = hook.run_node(rs, settings, env, factory, deadline, telemetry_dir=telemetry_dir)
         click.echo(f"attribution epilog: {report.line()}")
     except Exception as exc:  # never let the hook fail
         click.echo(f"attribution epilog: error: {type(exc).__name__}: {exc} ({time.monotonic() - t0:.3f}s)",

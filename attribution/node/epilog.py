@@ -83,9 +83,38 @@ def read_prolog_stamp(state_dir: Path, job_id: str) -> tuple[datetime | None, di
     return start, offsets
 
 
-def payload(ctx: ExecutionContext, events: list[Event], coverage: list[Coverage], source: str) -> dict:
-    return {"type": "ingest", "source": source, "context": context_to_json(ctx),
-            "events": [event_to_json(e) for e in events], "coverage": [coverage_to_json(c) for c in coverage]}
+def payload(ctx: ExecutionContext, events: list[Event], coverage: list[Coverage], source: str,
+            telemetry: Mapping | None = None) -> dict:
+    out = {"type": "ingest", "source": source, "context": context_to_json(ctx),
+           "events": [event_to_json(e) for e in events], "coverage": [coverage_to_json(c) for c in coverage]}
+    if telemetry:
+        out["telemetry"] = telemetry_to_json(telemetry)
+    return out
+
+
+def telemetry_to_json(telemetry: Mapping) -> dict:
+    """{node: {prolog, epilog}} of counter snapshots, as a report payload carries them."""
+    from attribution.collect.telemetry import snapshot_to_json
+
+    return {node: {phase: snapshot_to_json(s) for phase, s in zip(("prolog", "epilog"), pair) if s is not None}
+            for node, pair in telemetry.items()}
+
+
+def telemetry_from_json(data: Mapping | None) -> dict:
+    """The inverse of telemetry_to_json. Raises TelemetryError (a ValueError) on a malformed one."""
+    from attribution.collect.telemetry import TelemetryError, snapshot_from_json
+
+    if not data:
+        return {}
+    if not isinstance(data, Mapping):
+        raise TelemetryError("telemetry: expected a mapping of node to snapshots")
+    out = {}
+    for node, phases in data.items():
+        if not isinstance(phases, Mapping):
+            raise TelemetryError(f"telemetry of {node}: expected a mapping of phase to snapshot")
+        got = {p: snapshot_from_json(phases[p]) for p in ("prolog", "epilog") if phases.get(p) is not None}
+        out[str(node)] = (got.get("prolog"), got.get("epilog"))
+    return out
 
 
 def replay(ruleset: RuleSet, engine, data: Mapping, deadline: float | None = None) -> None:
@@ -99,10 +128,12 @@ def replay(ruleset: RuleSet, engine, data: Mapping, deadline: float | None = Non
         ctx = context_from_json(data["context"], "spooled context")
         events = [event_from_json(e) for e in data.get("events", [])]
         coverage = [coverage_from_json(c) for c in data.get("coverage", [])]
+        telemetry = telemetry_from_json(data.get("telemetry"))
     except (InputError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise spool.Refused(f"malformed payload: {exc}") from exc
     try:
-        ingest(ruleset, engine, ctx, events, coverage, str(data.get("source") or "node"), deadline=deadline)
+        ingest(ruleset, engine, ctx, events, coverage, str(data.get("source") or "node"), deadline=deadline,
+               telemetry=telemetry)
     except InputError as exc:
         raise spool.Refused(str(exc)) from exc
     except StoreError as exc:
@@ -142,27 +173,28 @@ def send_or_spool(settings: Settings, data: dict, deadline: float, report: HookR
 
 def store_or_spool(ruleset: RuleSet, engine_factory: Callable, settings: Settings, ctx: ExecutionContext,
                    events: list[Event], coverage: list[Coverage], source: str, deadline: float,
-                   report: HookReport) -> None:
+                   report: HookReport, telemetry: Mapping | None = None) -> None:
     """Store through the service when settings.service_url is set, else in the database; spool on failure."""
     from attribution.pipeline import ingest
 
     if settings.service_url:
-        send_or_spool(settings, payload(ctx, events, coverage, source), deadline, report)
+        send_or_spool(settings, payload(ctx, events, coverage, source, telemetry), deadline, report)
         return
     try:
         with engine_factory() as engine:
-            ingest(ruleset, engine, ctx, events, coverage, source, deadline=deadline)
+            ingest(ruleset, engine, ctx, events, coverage, source, deadline=deadline, telemetry=telemetry)
             report.stored = True
             if time.monotonic() < deadline:
                 res = spool.flush(settings.spool, lambda d: replay(ruleset, engine, d, deadline), deadline=deadline)
                 report.replayed = res.replayed
     except Exception as exc:  # the database is away, slow or refused: nothing may be lost
         report.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        report.spooled = spool.write(settings.spool, payload(ctx, events, coverage, source))
+        report.spooled = spool.write(settings.spool, payload(ctx, events, coverage, source, telemetry))
 
 
 def run_node(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_factory, deadline: float,
-             now: datetime | None = None, sources: LiveSources | None = None) -> HookReport:
+             now: datetime | None = None, sources: LiveSources | None = None,
+             telemetry_dir: Path | None = None) -> HookReport:
     t0 = time.monotonic()
     report = HookReport("node", env.job_id)
     now = now or datetime.now(UTC)
@@ -177,14 +209,32 @@ def run_node(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_factor
                                      timeout=max(1.0, (deadline - time.monotonic()) / 3))
     obs, cov = collect_node(sources, node, ctx, ruleset.prefilter, window.start, window.end, offsets)
     events = extract(ruleset, ctx, obs)
+    telemetry = None
+    if telemetry_dir is not None:
+        telemetry, tev, tcov = node_telemetry(ruleset, ctx, node, Path(telemetry_dir))
+        events = sorted(events + tev, key=Event.sort_key)
+        cov = list(cov) + tcov
     report.events = len(events)
     if not events and not env.failed:
         report.skipped = "clean job, nothing to store"
     else:
-        store_or_spool(ruleset, engine_factory, settings, ctx, events, cov, "node", deadline, report)
+        store_or_spool(ruleset, engine_factory, settings, ctx, events, cov, "node", deadline, report, telemetry)
     _forget_stamp(state_dir, env.job_id)
     report.seconds = time.monotonic() - t0
     return report
+
+
+def node_telemetry(ruleset: RuleSet, ctx: ExecutionContext, node: str, folder: Path):
+    """({node: (prolog, epilog)}, events, coverage) of the snapshots the hooks took in `folder`."""
+    from attribution.collect.telemetry import coverage_of, read_snapshot
+    from attribution.extract.counters import evaluate
+
+    pro = read_snapshot(folder / "prolog", "prolog")
+    epi = read_snapshot(folder / "epilog", "epilog")
+    if pro is None and epi is None:
+        return None, [], []
+    events = evaluate(ruleset, ctx, node, pro, epi)
+    return {node: (pro, epi)}, events, [coverage_of(node, pro, epi, str(folder))]
 
 
 def _forget_stamp(state_dir: Path, job_id: str) -> None:

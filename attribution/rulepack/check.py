@@ -82,8 +82,12 @@ def check_pack(directory: Path | None) -> tuple[list[str], str]:
         return exc.problems, ""
     from attribution.drain.policy import policy_problems
 
+    from attribution.extract.counters import check_examples as counter_examples, counter_rules
+
     problems = check_examples(rs) + (policy_problems(rs) if rs.document("drain_policy") else [])
+    problems += counter_examples(rs, example_context())
     n_ex = sum(len(r.examples) + len(r.no_match) for r in rs.rules)
+    n_ex += sum(len(r.examples) for r in counter_rules(rs))
     summary = (f"{rs.root}: {len(rs.rules)} rules, {len(rs.kinds)} kinds, "
                f"{sum(len(c.entries) for c in rs.catalogs.values())} catalog codes, "
                f"{len(rs.graph.edges)} causal edges, {n_ex} examples: ok (version {rs.version[:12]})")

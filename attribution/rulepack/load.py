@@ -31,6 +31,7 @@ FILE_TYPES = {
     "job_states": "job_states.schema.json",
     "drain_policy": "drain_policy.schema.json",
     "metric_rules": "metric_rules.schema.json",
+    "counter_rules": "counter_rules.schema.json",
 }
 #: Capture group names with a meaning for the engine; rules may capture others, they become event fields.
 SPECIAL_GROUPS = frozenset({"gpu", "code", "rank", "host", "ts", "node", "task"})
@@ -632,6 +633,25 @@ def _build(root: Path, version: str, docs: dict, problems: list[str]) -> RuleSet
                     if "kind" in exp:
                         need_kind(exp["kind"], shown, tree, path + ["examples", j, "expect", k, "kind"])
 
+    # counter rules (interpreted by attribution.extract.counters): their kinds and ids
+    for shown, data, tree in docs.get("counter_rules", []):
+        for i, r in enumerate(data["rules"]):
+            path = ["rules", i]
+            rid = r["id"]
+            if rid in seen_ids:
+                problems.append(f"{shown}:{_line(tree, path)}: rule id {rid!r} already used at {seen_ids[rid]}")
+            seen_ids.setdefault(rid, f"{shown}:{_line(tree, path)}")
+            need_kind(r["kind"], shown, tree, path + ["kind"])
+            if "min_increase" in r and r["trigger"] != "increase":
+                problems.append(f"{shown}:{_line(tree, path + ['min_increase'])}: min_increase needs trigger "
+                                f"'increase'")
+            if "where" in r and r["device"] != "pci":
+                problems.append(f"{shown}:{_line(tree, path + ['where'])}: 'where' applies to device 'pci' only")
+            for j, ex in enumerate(r["examples"]):
+                for k, exp in enumerate(ex["expect"]):
+                    if "kind" in exp:
+                        need_kind(exp["kind"], shown, tree, path + ["examples", j, "expect", k, "kind"])
+
     if problems:
         return None
 
@@ -649,7 +669,7 @@ def _build(root: Path, version: str, docs: dict, problems: list[str]) -> RuleSet
         sets[source] = s
         prefilters[source] = Prefilter(r.prefilter for r in rs)
     other_docs = {t: tuple((shown, data) for shown, data, _ in v) for t, v in docs.items()
-                  if t in ("drain_policy", "metric_rules")}
+                  if t in ("drain_policy", "metric_rules", "counter_rules")}
     return RuleSet(
         root=str(root), version=version, kinds=MappingProxyType(kinds), rules=tuple(rules),
         catalogs=MappingProxyType(catalogs), graph=graph, job_states=job_states,

@@ -200,6 +200,28 @@ class CoverageRecord(Base):
     reported_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
 
 
+class DeviceCounters(Base):
+    """The counters one device showed in one snapshot of a job (telemetry, spec/bundle.md): a GPU's ECC totals and
+    remapped rows, an InfiniBand port's error counters, a PCI device's AER totals, for the fleet views."""
+
+    __tablename__ = "device_counters"
+    __table_args__ = (
+        PrimaryKeyConstraint("job_ref", "node", "device_kind", "device", "phase"),
+        Index(None, "cluster", "node", "device_kind", "device", "taken_at"),
+    )
+
+    job_ref: Mapped[int] = mapped_column(BigInteger, ForeignKey("attribution.jobs.id", ondelete="CASCADE"))
+    cluster: Mapped[str] = mapped_column(Text)
+    node: Mapped[str] = mapped_column(Text)
+    device_kind: Mapped[str] = mapped_column(Text)  # gpu | ib_port | pci
+    device: Mapped[str] = mapped_column(Text)  # 0000:3b:00 | mlx5_0/1 | 0000:3a:00.0
+    phase: Mapped[str] = mapped_column(Text)  # prolog | epilog
+    taken_at: Mapped[datetime | None] = mapped_column(TS)
+    counters: Mapped[dict] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    info: Mapped[dict] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+    stored_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+
+
 class FaultKey:
     """The key the fault rollups share: one fault series per cluster, node, GPU ('' for none), kind and code (-1
     for none)."""

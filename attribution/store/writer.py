@@ -13,7 +13,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from sqlalchemy import Connection, text
 
@@ -270,6 +270,33 @@ class JobSession:
             "VALUES (:job, :source, :node, :file, :status, :lines, :reason, :notes) "
             "ON CONFLICT (job_ref, source, node_key, file_key) DO UPDATE SET status = excluded.status, "
             "lines = excluded.lines, reason = excluded.reason, notes = excluded.notes, reported_at = now()"), rows)
+
+    def set_counters(self, telemetry: Mapping) -> int:
+        """Keep the absolute counter values of each device in each snapshot ({node: (prolog, epilog)}): every GPU
+        and port, and the PCI devices whose AER counters are not all zero. Returns the rows written."""
+        rows = []
+        for node, pair in sorted(telemetry.items()):
+            for snap in pair:
+                if snap is None:
+                    continue
+                taken = self.ctx.start if snap.phase == "prolog" else self.ctx.end
+                for kind, devices in (("gpu", snap.gpus), ("ib_port", snap.ports), ("pci", snap.pci)):
+                    for device, values in sorted(devices.items()):
+                        if kind == "pci" and not any(values.values()):
+                            continue
+                        info = dict(snap.gpu_info.get(device, {})) if kind == "gpu" else {}
+                        rows.append({"job": self.job.id, "cluster": self.ctx.cluster, "node": node, "kind": kind,
+                                     "device": device, "phase": snap.phase, "taken": taken,
+                                     "counters": json.dumps(dict(values), sort_keys=True),
+                                     "info": json.dumps(info, sort_keys=True)})
+        if rows:
+            self.conn.execute(text(
+                "INSERT INTO attribution.device_counters (job_ref, cluster, node, device_kind, device, phase, "
+                "taken_at, counters, info) VALUES (:job, :cluster, :node, :kind, :device, :phase, :taken, "
+                "CAST(:counters AS jsonb), CAST(:info AS jsonb)) "
+                "ON CONFLICT (job_ref, node, device_kind, device, phase) DO UPDATE SET taken_at = excluded.taken_at, "
+                "counters = excluded.counters, info = excluded.info, stored_at = now()"), rows)
+        return len(rows)
 
     def coverage(self) -> list[Coverage]:
         rows = self.conn.execute(text(
