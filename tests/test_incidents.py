@@ -35,6 +35,10 @@ def _check(ruleset, bundle: Path) -> None:
         assert got_root["kind"] == exp_root["kind"]
         if "node" in exp_root:
             assert got_root["node"] == exp_root["node"]
+        if "gpu" in exp_root:  # the root cause's GPU, and that GPU named with its node among the culprits
+            assert got_root["gpu"] == exp_root["gpu"]
+            assert {"node": exp_root["node"], "gpu": exp_root["gpu"]} in [
+                {"node": c["node"], "gpu": c.get("gpu")} for c in v["culprits"]]
     for kind in expected.get("not_root") or []:
         assert got_root is None or got_root["kind"] != kind
     if expected.get("action"):

@@ -165,7 +165,11 @@ def explain(ruleset: RuleSet, ctx: ExecutionContext, outcome: str, root: Event |
         if root.code is not None and root.source in ("kernel", "fabricmanager") and "xid" in root.rule.lower():
             what = f"{what} (Xid {root.code})"
         dev = f"GPU {root.gpu} on {root.node}" if root.gpu and root.node else (root.node or "the job")
-        head = f"{dev} {what} at {_fmt_time(root.time)}"
+        if root.source == "telemetry" and root.fields.get("window") == "job":
+            # a counter that grew between the two snapshots: when exactly is not known
+            head = f"{dev} {what}, between the counter snapshots at {_fmt_time(ctx.start)} and {_fmt_time(ctx.end)}"
+        else:
+            head = f"{dev} {what} at {_fmt_time(root.time)}"
         if not symptoms:
             return head + "."
         by_kind = Counter(e.kind for e in symptoms)

@@ -1,0 +1,351 @@
+"""Counter snapshots: parsing real-format documents (collect.telemetry), the counter rules (extract.counters), and
+what the hooks compare (hooks/lib.sh). Pure: no database, no Slurm."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from attribution.collect.telemetry import (parse_aer, parse_aer_listing, parse_infiniband_listing,
+                                           parse_nvidia_smi_xml, parse_pci_topology, read_snapshot,
+                                           snapshot_from_json, snapshot_to_json, TelemetryError, xml_tags_of)
+from attribution.extract.counters import check_examples, counter_rules, evaluate, watched
+from attribution.model import ExecutionContext
+from attribution.pipeline import diagnose_bundle
+from attribution.rulepack.check import check_pack, example_context
+from attribution.samples import Snapshot
+
+from .conftest import CASES, ROOT
+from .harness.fakenode import FakeNode, smi_document
+
+DATA = ROOT / "tests" / "data" / "telemetry"
+UTC = timezone.utc
+CTX = ExecutionContext(cluster="c", job_id="1", nodes=("n1", "n2"), state="FAILED",
+                       start=datetime(2026, 10, 1, 12, tzinfo=UTC), end=datetime(2026, 10, 1, 13, tzinfo=UTC))
+
+
+# -- parsing: every driver generation, by the values the documents hold -------------------------------------------
+
+def test_r440_v100_single_and_double_bit_counts():
+    gpus, info = parse_nvidia_smi_xml((DATA / "nvidia-smi-r440-v100.xml").read_text())
+    assert list(gpus) == ["0000:86:00"]
+    g = gpus["0000:86:00"]
+    assert g["ecc.volatile.double_bit_total"] == 1 and g["ecc.volatile.dram_uncorrectable"] == 1
+    assert g["ecc.aggregate.single_bit_total"] == 3 and g["ecc.aggregate.dram_correctable"] == 3
+    assert g["retired_pages.double_bit"] == 1 and g["retired_pages.pending"] == 1
+    assert "remapped_rows.uncorrectable" not in g  # <remapped_rows>N/A</remapped_rows>: absent, never 0
+    assert "reset.required" not in g
+    assert info["0000:86:00"]["uuid"] == "GPU-3f1e5d7c-9b2a-4c6e-8d0f-1a2b3c4d5e6f"
+    assert info["0000:86:00"]["driver"] == "440.82" and info["0000:86:00"]["index"] == "2"
+
+
+def test_r470_a100_sram_dram_and_remapped_rows():
+    gpus, _ = parse_nvidia_smi_xml((DATA / "nvidia-smi-r470-a100.xml").read_text())
+    assert list(gpus) == ["0000:07:00", "0000:0f:00"]
+    a, b = gpus["0000:07:00"], gpus["0000:0f:00"]
+    assert a["ecc.aggregate.dram_uncorrectable"] == 1 and a["ecc.aggregate.dram_correctable"] == 12
+    assert a["remapped_rows.uncorrectable"] == 1 and a["remapped_rows.pending"] == 0
+    assert "retired_pages.double_bit" not in a  # N/A on A100
+    assert b["remapped_rows.pending"] == 1 and b["pcie.replay_counter"] == 3
+
+
+def test_r535_h100_parity_and_secded_add_up_and_reset_status():
+    gpus, _ = parse_nvidia_smi_xml((DATA / "nvidia-smi-r535-h100.xml").read_text())
+    g = gpus["0000:1b:00"]
+    assert g["ecc.volatile.sram_uncorrectable"] == 0 and g["ecc.aggregate.sram_threshold_exceeded"] == 0
+    assert g["reset.required"] == 0 and g["reset.drain_and_reset_recommended"] == 0
+    assert "recovery_action.required" not in g
+    gpus, info = parse_nvidia_smi_xml((DATA / "nvidia-smi-r550-h100-reset.xml").read_text())
+    g = gpus["0000:1b:00"]
+    assert g["ecc.volatile.sram_uncorrectable"] == 1 and g["reset.required"] == 1
+    assert g["recovery_action.required"] == 1 and info["0000:1b:00"]["recovery_action"] == "Reset"
+
+
+def test_a_deprecated_status_string_is_absent_not_zero():
+    doc = (DATA / "nvidia-smi-r535-h100.xml").read_text().replace(
+        "<reset_required>No</reset_required>",
+        "<reset_required>Requested functionality has been deprecated</reset_required>")
+    gpus, _ = parse_nvidia_smi_xml(doc)
+    assert "reset.required" not in gpus["0000:1b:00"]
+
+
+def test_not_xml_is_one_error_naming_the_file():
+    with pytest.raises(TelemetryError, match=r"^x/nvidia-smi.xml: not an nvidia-smi XML document"):
+        parse_nvidia_smi_xml("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+                             "x/nvidia-smi.xml")
+
+
+def test_aer_file_as_the_kernel_documents_it():
+    text = "RxErr 0\nBadTLP 2\nBadDLLP 1\nRollover 0\nTimeout 0\nNonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\nTOTAL_ERR_COR 3\n"
+    assert parse_aer(text)["TOTAL_ERR_COR"] == 3 and parse_aer(text)["BadTLP"] == 2
+
+
+def test_listings_parse_bdfs_with_colons_and_ignore_other_lines():
+    ib = ("/sys/class/infiniband/mlx5_3/ports/1/counters/link_downed:2\n"
+          "/sys/class/infiniband/mlx5_3/ports/1/hw_counters/out_of_buffer:17\n"
+          "/sys/bus/pci/devices/0000:3a:00.0/aer_dev_fatal:TOTAL_ERR_FATAL 1\n")
+    assert parse_infiniband_listing(ib) == {"mlx5_3/1": {"counters/link_downed": 2, "hw_counters/out_of_buffer": 17}}
+    assert parse_aer_listing(ib) == {"0000:3a:00.0": {"aer_dev_fatal": 1}}
+    topo = parse_pci_topology("/sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:1b:00.0\n")
+    assert topo["0000:1b:00.0"] == ("0000:17:01.0", "0000:16:00.0", "0000:15:01.0")
+
+
+def test_the_hooks_listing_and_the_bundle_tree_read_the_same(tmp_path):
+    """A snapshot the hook took on a faked node (compact listing) equals the same node copied as the bundle's
+    tree layout (one file per counter)."""
+    node = FakeNode(tmp_path / "root")
+    node.ib_counter(2, "link_downed", 4)
+    node.aer(node.bridge_of_gpu(5), "aer_dev_fatal", {"SDES": 1})
+    hook = tmp_path / "hook"
+    _snapshot(node, hook, "epilog")
+    tree = tmp_path / "tree"
+    (tree).mkdir()
+    shutil.copy(hook / "nvidia-smi.xml", tree / "nvidia-smi.xml")
+    for dev in (node.sys / "class" / "infiniband").iterdir():
+        for group in ("counters", "hw_counters"):
+            shutil.copytree(dev / "ports" / "1" / group, tree / "infiniband" / dev.name / "1" / group)
+    for bdf, d in node.devices.items():
+        (tree / "pci" / bdf).mkdir(parents=True)
+        for f in ("aer_dev_fatal", "aer_dev_nonfatal"):
+            shutil.copy(d / f, tree / "pci" / bdf / f)
+    shutil.copy(hook / "pci-topology.txt", tree / "pci-topology.txt")
+    a, b = read_snapshot(hook, "epilog"), read_snapshot(tree, "epilog")
+    assert a.present == b.present == ("nvidia-smi", "infiniband", "pci")
+    assert a.gpus == b.gpus and a.pci == b.pci and a.parents == b.parents
+    # the hook reads only the watched port counters; the tree holds them all
+    assert all(dict(b.ports[p]).items() >= dict(a.ports[p]).items() for p in a.ports)
+    assert a.ports["mlx5_2/1"]["counters/link_downed"] == 4 and len(a.ports) == 8 and len(a.gpus) == 8
+    assert a.pci[node.bridge_of_gpu(5)]["aer_dev_fatal"] == 1
+    assert a.gpu_of(node.bridge_of_gpu(5)) == "0000:c3:00"
+    assert snapshot_from_json(snapshot_to_json(a)) == a
+
+
+# -- the rules ----------------------------------------------------------------------------------------------------
+
+def _snap(phase, gpus=None, ports=None, pci=None, parents=None, present=("nvidia-smi", "infiniband", "pci")):
+    return Snapshot(phase, gpus or {}, {}, ports or {}, pci or {}, parents or {}, present)
+
+
+def test_done_when_ecc_and_remapped_row_on_one_gpu(ruleset):
+    before = {"0000:61:00": {"ecc.volatile.dram_uncorrectable": 0, "remapped_rows.uncorrectable": 0},
+              "0000:1b:00": {"ecc.volatile.dram_uncorrectable": 0, "remapped_rows.uncorrectable": 0}}
+    after = {"0000:61:00": {"ecc.volatile.dram_uncorrectable": 2, "remapped_rows.uncorrectable": 1},
+             "0000:1b:00": {"ecc.volatile.dram_uncorrectable": 0, "remapped_rows.uncorrectable": 0}}
+    evs = evaluate(ruleset, CTX, "n2", _snap("prolog", before), _snap("epilog", after))
+    assert sorted((e.rule, e.kind, e.role, e.gpu, e.node) for e in evs) == [
+        ("counters.gpu_remapped_rows_uncorrectable", "gpu_ecc_counter", "cause", "0000:61:00", "n2"),
+        ("counters.gpu_uncorrectable_ecc", "gpu_ecc_counter", "cause", "0000:61:00", "n2")]
+    ecc = next(e for e in evs if e.rule == "counters.gpu_uncorrectable_ecc")
+    assert ecc.time == CTX.start and ecc.source == "telemetry" and ecc.outcome == "gpu_hardware"
+    assert ecc.fields["evidence"] == "system" and ecc.fields["ecc.volatile.dram_uncorrectable"] == "0 -> 2"
+
+
+def test_unchanged_counters_give_nothing(ruleset):
+    s = {"0000:61:00": {"ecc.aggregate.dram_uncorrectable": 5, "remapped_rows.pending": 1, "reset.required": 1}}
+    ports = {"mlx5_0/1": {"counters/link_downed": 3, "counters/symbol_error": 40}}
+    pci = {"0000:3a:00.0": {"aer_dev_fatal": 1}}
+    assert evaluate(ruleset, CTX, "n1", _snap("prolog", s, ports, pci), _snap("epilog", s, ports, pci)) == []
+
+
+def test_one_side_missing_is_context_only(ruleset):
+    after = {"0000:61:00": {"ecc.aggregate.dram_uncorrectable": 2, "remapped_rows.uncorrectable": 1,
+                            "remapped_rows.pending": 0}}
+    ports = {"mlx5_0/1": {"counters/link_downed": 2, "counters/symbol_error": 0}}
+    for pro, epi in ((None, _snap("epilog", after, ports)), (_snap("prolog", after, ports), None)):
+        evs = evaluate(ruleset, CTX, "n1", pro, epi)
+        assert sorted(e.kind for e in evs) == ["gpu_ecc_counter", "gpu_ecc_counter", "ib_link_downed"]
+        assert {e.role for e in evs} == {"context"}
+        assert all(e.fields["window"].endswith(" only") for e in evs)
+    # a snapshot that lacks a part (no nvidia-smi at the prolog) is absolute for that part only
+    evs = evaluate(ruleset, CTX, "n1", _snap("prolog", {}, ports, present=("infiniband",)), _snap("epilog", after, ports))
+    assert {(e.kind, e.role) for e in evs} == {("gpu_ecc_counter", "context")}
+
+
+def test_link_downed_is_a_network_cause_on_the_node_symbol_errors_context(ruleset):
+    evs = evaluate(ruleset, CTX, "n2",
+                   _snap("prolog", ports={"mlx5_2/1": {"counters/link_downed": 1, "counters/symbol_error": 7}}),
+                   _snap("epilog", ports={"mlx5_2/1": {"counters/link_downed": 2, "counters/symbol_error": 90}}))
+    assert sorted((e.kind, e.role, e.outcome, e.gpu) for e in evs) == [
+        ("ib_link_downed", "cause", "network", None), ("ib_port_errors", "context", None, None)]
+
+
+def test_fatal_aer_on_the_gpus_bridge_names_the_gpu_elsewhere_it_is_context(ruleset):
+    parents = {"0000:1b:00.0": ("0000:17:01.0", "0000:16:00.0"), "0000:18:00.0": ("0000:17:00.0", "0000:16:00.0")}
+    gpus = {"0000:1b:00": {}}
+    before = {"0000:17:01.0": {"aer_dev_fatal": 0}, "0000:17:00.0": {"aer_dev_fatal": 0}}
+    after = {"0000:17:01.0": {"aer_dev_fatal": 1}, "0000:17:00.0": {"aer_dev_fatal": 1}}
+    evs = evaluate(ruleset, CTX, "n1", _snap("prolog", gpus, pci=before, parents=parents),
+                   _snap("epilog", gpus, pci=after, parents=parents))
+    assert sorted((e.fields["device"], e.kind, e.role, e.gpu) for e in evs) == [
+        ("0000:17:00.0", "pcie_error", "context", None),
+        ("0000:17:01.0", "pcie_aer_fatal", "cause", "0000:1b:00")]
+
+
+def test_a_counter_reset_counts_what_it_shows_after(ruleset):
+    evs = evaluate(ruleset, CTX, "n1", _snap("prolog", {"0000:61:00": {"ecc.volatile.dram_uncorrectable": 5}}),
+                   _snap("epilog", {"0000:61:00": {"ecc.volatile.dram_uncorrectable": 1}}))
+    assert [e.kind for e in evs] == ["gpu_ecc_counter"]
+    evs = evaluate(ruleset, CTX, "n1", _snap("prolog", {"0000:61:00": {"ecc.volatile.dram_uncorrectable": 5}}),
+                   _snap("epilog", {"0000:61:00": {"ecc.volatile.dram_uncorrectable": 0}}))
+    assert evs == []
+
+
+def test_rules_check_runs_the_counter_examples(tmp_path):
+    """A wrong expectation in rules/counters.yaml is a problem `rules check` reports (the examples run)."""
+    pack = tmp_path / "rules"
+    shutil.copytree(ROOT / "rules", pack)
+    p = pack / "counters.yaml"
+    p.write_text(p.read_text().replace("expect: [{kind: ib_link_downed, role: cause, outcome: network",
+                                       "expect: [{kind: ib_link_downed, role: context, outcome: network", 1))
+    problems, _ = check_pack(pack)
+    assert len(problems) == 1 and "counter rule counters.ib_link_downed: example 1" in problems[0]
+    assert "role is 'cause', expected 'context'" in problems[0]
+    assert check_pack(ROOT / "rules")[0] == []
+
+
+def test_rules_check_rejects_an_unknown_kind_and_where_off_pci(tmp_path):
+    pack = tmp_path / "rules"
+    shutil.copytree(ROOT / "rules", pack)
+    p = pack / "counters.yaml"
+    text = p.read_text().replace("kind: ib_port_errors\n", "kind: ib_port_errorz\n", 1)
+    text = text.replace("    device: ib_port\n    counters: [counters/link_downed]",
+                        "    device: ib_port\n    where: gpu_path\n    counters: [counters/link_downed]", 1)
+    p.write_text(text)
+    problems, _ = check_pack(pack)
+    assert any("unknown kind 'ib_port_errorz'" in x for x in problems), problems
+    assert any("'where' applies to device 'pci' only" in x for x in problems), problems
+
+
+def test_every_rule_example_passes(ruleset):
+    assert check_examples(ruleset, example_context()) == []
+    assert len(counter_rules(ruleset)) >= 10
+
+
+# -- what the hooks compare covers every counter a rule reads ------------------------------------------------------
+
+def _lib_value(name: str) -> str:
+    text = (ROOT / "hooks" / "lib.sh").read_text()
+    m = re.search(rf'^: "\$\{{{name}:=([^}}]*)\}}"', text, re.M) or re.search(rf"^{name}='([^']*)'", text, re.M)
+    assert m, name
+    return m.group(1)
+
+
+def test_the_hooks_compare_every_counter_a_rule_reads(ruleset):
+    w = watched(ruleset)
+    ib = set(_lib_value("ATTRIBUTION_IB_COUNTERS").split())
+    assert w["ib_port"] <= ib, w["ib_port"] - ib
+    tags = set(_lib_value("ATTRIBUTION_SMI_TAGS").split("|"))
+    for counter in w["gpu"]:
+        assert xml_tags_of(counter), f"{counter}: no XML element known for it"
+        assert set(xml_tags_of(counter)) & tags, counter
+    assert w["pci"] <= {"aer_dev_fatal", "aer_dev_nonfatal"}  # the files the hooks grep
+
+
+def _snapshot(node: FakeNode, folder: Path, phase: str) -> None:
+    lib = ROOT / "hooks" / "lib.sh"
+    env = {"ATTRIBUTION_HOOK_ENV": "/nonexistent", "ATTRIBUTION_SYSFS_ROOT": str(node.root),
+           "ATTRIBUTION_NVIDIA_SMI": str(node.nvidia_smi), "ATTRIBUTION_LOG": str(folder.parent / "h.log")}
+    r = subprocess.run(["/bin/bash", "-c", f'. "{lib}" && attribution_snapshot "$0" "$1"', str(folder), phase],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+def _key_differs(node: FakeNode, tmp: Path, change) -> bool:
+    a, b = tmp / "a", tmp / "b"
+    shutil.rmtree(a, ignore_errors=True)
+    shutil.rmtree(b, ignore_errors=True)
+    _snapshot(node, a, "prolog")
+    change()
+    _snapshot(node, b, "epilog")
+    return (a / "counters.key").read_bytes() != (b / "counters.key").read_bytes()
+
+
+def test_the_key_ignores_timestamps_temperatures_and_traffic_and_sees_every_watched_change(tmp_path, ruleset):
+    node = FakeNode(tmp_path / "root")
+    busy = {i: {"gpu_temp": "77 C", "used": "70000 MiB", "gpu_util": "99 %", "graphics_clock": "1755 MHz",
+                "power_draw": "690.10 W", "pid": "99"} for i in range(8)}
+    assert not _key_differs(node, tmp_path, lambda: (
+        node.set_smi(extra=busy, timestamp="Tue Oct  1 13:59:59 2026"),
+        node.ib_counter(3, "port_xmit_data", 123456789), node.ib_counter(3, "port_rcv_packets", 4242),
+        node.aer(node.gpu_bdf[0], "aer_dev_correctable", {"RxErr": 5})))
+    # every counter a GPU rule reads, changed alone on one GPU, changes the key
+    xml = (ROOT / "tests" / "data" / "telemetry" / "nvidia-smi-r535-h100.xml").read_text()
+    for counter in sorted(watched(ruleset)["gpu"]):
+        for tag in xml_tags_of(counter):
+            if f"<{tag}>" not in xml:
+                continue  # an element of another driver generation
+            value = "Yes" if counter.split(".")[-1] in ("pending", "failure", "required", "recommended",
+                                                        "sram_threshold_exceeded") else "7"
+            if counter == "recovery_action.required":
+                value = "Reset"
+            node.set_smi()
+            assert _key_differs(node, tmp_path, lambda: node.set_smi({4: {tag: value}})), (counter, tag)
+    for counter in sorted(watched(ruleset)["ib_port"]):
+        node = FakeNode(tmp_path / f"root-{counter.replace('/', '-')}", gpus=1, hcas=2)
+        assert _key_differs(node, tmp_path, lambda: node.ib_counter(1, counter.split("/")[1], 9)), counter
+    node = FakeNode(tmp_path / "root-aer", gpus=1, hcas=1)
+    for f in ("aer_dev_fatal", "aer_dev_nonfatal"):
+        assert _key_differs(node, tmp_path, lambda: node.aer(node.bridge_of_gpu(0), f, {"DLP": 1})), f
+
+
+def test_a_node_without_nvidia_smi_or_infiniband_is_a_gap_not_an_error(tmp_path, ruleset):
+    empty = tmp_path / "root"
+    (empty / "sys").mkdir(parents=True)
+    folder = tmp_path / "snap"
+    lib = ROOT / "hooks" / "lib.sh"
+    env = {"ATTRIBUTION_HOOK_ENV": "/nonexistent", "ATTRIBUTION_SYSFS_ROOT": str(empty),
+           "ATTRIBUTION_NVIDIA_SMI": str(tmp_path / "no-such-tool"), "ATTRIBUTION_LOG": str(tmp_path / "h.log")}
+    r = subprocess.run(["/bin/bash", "-c", f'. "{lib}" && attribution_snapshot "$0" epilog', str(folder)], env=env,
+                       timeout=60)
+    assert r.returncode == 0
+    s = read_snapshot(folder, "epilog")
+    assert s.present == () and s.problems == ()
+    from attribution.collect.telemetry import coverage_of
+
+    cov = coverage_of("n1", None, s, "x")
+    assert cov.status == "empty" and "no prolog snapshot: absolute values only" in cov.notes
+    assert "epilog snapshot has no nvidia-smi counters" in cov.notes
+
+
+# -- the cases ----------------------------------------------------------------------------------------------------
+
+def _telemetry_events(ruleset, name):
+    d = diagnose_bundle(ruleset, CASES / name)
+    return d, [e for e in d.events if e.source == "telemetry"]
+
+
+def test_case_clean_job_with_unchanged_counters_has_no_counter_event(ruleset):
+    d, evs = _telemetry_events(ruleset, "21-clean-job-counters-unchanged")
+    assert evs == []
+    assert {c.status for c in d.coverage if c.source == "telemetry"} == {"ok"}
+
+
+def test_case_epilog_only_gives_absolute_context_only(ruleset):
+    d, evs = _telemetry_events(ruleset, "22-epilog-snapshot-only-absolute-context")
+    assert sorted((e.node, e.kind, e.gpu) for e in evs) == [
+        ("fir-h100-08", "gpu_ecc_counter", "0000:d1:00"), ("fir-h100-08", "gpu_ecc_counter", "0000:d1:00"),
+        ("fir-h100-08", "ib_link_downed", None)]
+    assert {e.role for e in evs} == {"context"}
+    assert all(e.time == d.context.end for e in evs)
+
+
+def test_case_expected_yaml_root_gpu_is_the_counted_one(ruleset):
+    exp = yaml.safe_load((CASES / "19-ecc-counters-grew-nccl-errors-only" / "expected.yaml").read_text())
+    d, evs = _telemetry_events(ruleset, "19-ecc-counters-grew-nccl-errors-only")
+    assert {(e.node, e.gpu, e.role) for e in evs} == {("ash-h100-02", exp["root_cause"]["gpu"], "cause")}
+    assert not any(e.kind.startswith("xid") or e.code for e in d.events)  # no Xid anywhere
+    assert "between the counter snapshots at 08:00:05 and 09:25:40" in d.verdict.explanation
+
+
+def test_fake_tool_prints_a_document_the_parser_reads(tmp_path):
+    node = FakeNode(tmp_path / "root")
+    out = subprocess.run([str(node.nvidia_smi), "-q", "-x"], capture_output=True, text=True, check=True).stdout
+    assert out == smi_document(8)
+    gpus, _ = parse_nvidia_smi_xml(out)
+    assert len(gpus) == 8

@@ -1,0 +1,184 @@
+"""Counter snapshots in the store and through the hooks: counter events stored like the others (fault_events,
+recurring faults, the drain plan), the absolute values in device_counters and gpu_counters_latest, and the node
+hooks (hooks/prolog, hooks/epilog, as slurmd runs them, no Slurm) taking, comparing and shipping the snapshots
+on a faked node with 8 GPUs and 8 HCAs (tests/harness/fakenode.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from sqlalchemy import text
+
+from attribution.collect.telemetry import read_node_telemetry
+from attribution.drain.policy import load_policy
+from attribution.model import ExecutionContext
+from attribution.node.epilog import replay, telemetry_from_json, telemetry_to_json
+from attribution.pipeline import diagnose_bundle, ingest, ingest_bundle, telemetry_events
+from attribution.store import drain as sd
+
+from .conftest import CASES, ROOT
+from .harness.fakenode import FakeNode
+from .harness.hooknode import BIN, HOOK_ENV
+
+UTC = timezone.utc
+CASE19 = CASES / "19-ecc-counters-grew-nccl-errors-only"
+
+
+def test_counter_events_and_values_are_stored_once(ruleset, store):
+    for _ in range(2):  # idempotent: the same bundle twice adds nothing
+        ingest_bundle(ruleset, store, CASE19)
+    with store.connect() as c:
+        ev = c.execute(text("SELECT node, gpu, kind, role, source, jobs FROM attribution.fault_events "
+                            "WHERE source = 'telemetry' ORDER BY kind")).all()
+        rows = c.execute(text("SELECT node, phase, count(*) FROM attribution.device_counters "
+                              "GROUP BY node, phase ORDER BY 1, 2")).all()
+        latest = c.execute(text(
+            "SELECT gpu, uuid, remapped_rows_uncorrectable, ecc_aggregate_uncorrectable, remap_pending, "
+            "reset_required, last_job_id, driver FROM attribution.gpu_counters_latest "
+            "WHERE node = 'ash-h100-02' ORDER BY gpu")).all()
+    assert ev == [("ash-h100-02", "0000:61:00", "gpu_ecc_counter", "cause", "telemetry", 1)] * 2
+    assert rows == [("ash-h100-01", "epilog", 8), ("ash-h100-01", "prolog", 8), ("ash-h100-02", "epilog", 8),
+                    ("ash-h100-02", "prolog", 8)]
+    assert len(latest) == 8
+    by_gpu = {r[0]: r for r in latest}
+    assert by_gpu["0000:61:00"][2:] == (1.0, 2.0, False, False, "5530917", "535.183.01")
+    assert by_gpu["0000:61:00"][1] == "GPU-5e0c1a2b-7d3f-4e8a-9b61-0c2d4e6f8a13"
+    assert by_gpu["0000:1b:00"][2:4] == (0.0, 0.0)
+
+
+def _recent(ctx: ExecutionContext, job_id: str, days_ago: float) -> ExecutionContext:
+    end = datetime.now(UTC).replace(microsecond=0) - timedelta(days=days_ago)
+    return replace(ctx, job_id=job_id, start=end - timedelta(hours=1), end=end)
+
+
+def test_counted_memory_errors_in_two_jobs_drain_the_node(ruleset, store):
+    """The counter events count toward drains like kernel lines (evidence written by the system): the same GPU
+    counting uncorrectable errors in two jobs is drain-policy condition counted-memory-errors-repeat; one job is
+    not (the two counters one error moves count once)."""
+    d = diagnose_bundle(ruleset, CASE19)
+    snaps = {n: read_node_telemetry(CASE19 / "nodes" / n, n) for n in d.context.nodes}
+    sd.load_policy(store, load_policy(ruleset))
+    for i, days in enumerate((9, 2)):
+        ctx = _recent(d.context, f"77{i}", days)
+        events = telemetry_events(ruleset, ctx, snaps)
+        ingest(ruleset, store, ctx, events, [], "bundle", telemetry=snaps)
+        plan = {c.node: c for c in sd.candidates(store, "ash")}
+        if i == 0:
+            assert plan == {}
+    assert set(plan) == {"ash-h100-02"}
+    ev = plan["ash-h100-02"].evidence[0]
+    assert ev["condition"] == "counted-memory-errors-repeat" and len(ev["jobs"]) == 2
+    assert plan["ash-h100-02"].reason.startswith("attribution: ecc-counters gpu 0000:61:00 job ")
+
+
+def test_a_spooled_report_carries_its_snapshots(ruleset, store):
+    d = diagnose_bundle(ruleset, CASE19)
+    snaps = {n: read_node_telemetry(CASE19 / "nodes" / n, n) for n in ("ash-h100-02",)}
+    data = json.loads(json.dumps({"type": "ingest", "source": "node",
+                                  "context": json.loads(json.dumps(_ctx_json(d.context))),
+                                  "events": [], "coverage": [], "telemetry": telemetry_to_json(snaps)}))
+    assert telemetry_from_json(data["telemetry"]) == snaps
+    replay(ruleset, store, data)
+    with store.connect() as c:
+        n = c.execute(text("SELECT count(*) FROM attribution.device_counters WHERE node = 'ash-h100-02'")).scalar()
+    assert n == 16
+
+
+def _ctx_json(ctx):
+    from attribution.serialize import context_to_json
+
+    return context_to_json(ctx)
+
+
+# -- the hooks on a faked node ------------------------------------------------------------------------------------
+
+class HookNode:
+    def __init__(self, base: Path, url: str, job: str) -> None:
+        self.base, self.job = base, job
+        self.fake = FakeNode(base / "root")
+        (base / "config.yaml").write_text(f"database:\n  url: {url}\n  connect_timeout: 2\n")
+        (base / "kern.log").write_text("[Tue Oct  6 07:00:00 2026] Linux version 6.8.0-60-generic (boot)\n")
+        (base / "hook.env").write_text(HOOK_ENV.format(bin=BIN, budget=20, base=base) + self.fake.hook_env())
+
+    def run(self, hook: str, exit_code: str = "0") -> subprocess.CompletedProcess:
+        env = {"SLURM_JOB_ID": self.job, "SLURMD_NODENAME": "n1", "SLURM_NODELIST": "n1",
+               "SLURM_JOB_EXIT_CODE": exit_code, "SLURM_SCRIPT_CONTEXT": f"{hook}_slurmd",
+               "SLURM_CLUSTER_NAME": "fake", "ATTRIBUTION_HOOK_ENV": str(self.base / "hook.env")}
+        r = subprocess.run([str(ROOT / "hooks" / hook)], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and r.stdout == "" and r.stderr == ""
+        return r
+
+    def python_ran(self) -> list[str]:
+        log = self.base / "hooks.log"
+        return [ln for ln in log.read_text().splitlines() if "attribution epilog" in ln] if log.exists() else []
+
+    def state_left(self) -> list[str]:
+        state = self.base / "state"
+        return sorted(p.name for p in state.iterdir()) if state.is_dir() else []
+
+
+def test_clean_job_with_unchanged_counters_starts_no_python(tmp_path, pg_url, store):
+    node = HookNode(tmp_path, pg_url, "501")
+    node.run("prolog")
+    assert sorted(p.name for p in (tmp_path / "state" / "job-501.telemetry" / "prolog").iterdir()) == [
+        "counters.key", "nvidia-smi.xml", "sysfs.txt"]
+    # the job ran: timestamps, temperatures, memory use and traffic counters moved; no watched counter did
+    node.fake.set_smi(extra={i: {"gpu_temp": "75 C", "used": "70123 MiB"} for i in range(8)},
+                      timestamp="Tue Oct  6 09:00:00 2026")
+    node.fake.ib_counter(4, "port_xmit_data", 987654321)
+    node.run("epilog")
+    assert node.python_ran() == []
+    assert node.state_left() == []
+    with store.connect() as c:
+        assert c.execute(text("SELECT count(*) FROM attribution.jobs")).scalar() == 0
+
+
+def test_a_counter_that_grew_in_a_clean_job_starts_python_and_is_stored(tmp_path, pg_url, store):
+    node = HookNode(tmp_path, pg_url, "502")
+    node.run("prolog")
+    node.fake.set_smi({3: {"dram_uncorrectable": "2", "remapped_row_unc": "1"}})
+    node.run("epilog")  # exit code 0, nothing in the kernel log: only the counters differ
+    assert len(node.python_ran()) == 1 and "stored" in node.python_ran()[0], node.python_ran()
+    assert node.state_left() == []
+    with store.connect() as c:
+        ev = c.execute(text("SELECT node, gpu, kind, role, rule FROM attribution.fault_events "
+                            "WHERE source = 'telemetry' ORDER BY rule")).all()
+        latest = c.execute(text("SELECT gpu, remapped_rows_uncorrectable, ecc_aggregate_uncorrectable "
+                                "FROM attribution.gpu_counters_latest WHERE gpu = '0000:61:00'")).all()
+        ports = c.execute(text("SELECT count(*) FROM attribution.device_counters WHERE device_kind = 'ib_port' "
+                               "AND phase = 'epilog'")).scalar()
+    assert ev == [("n1", "0000:61:00", "gpu_ecc_counter", "cause", "counters.gpu_remapped_rows_uncorrectable"),
+                  ("n1", "0000:61:00", "gpu_ecc_counter", "cause", "counters.gpu_uncorrectable_ecc")]
+    assert latest == [("0000:61:00", 1.0, 2.0)]
+    assert ports == 8
+
+
+def test_a_failed_job_with_a_link_down_ships_the_port_event(tmp_path, pg_url, store):
+    node = HookNode(tmp_path, pg_url, "503")
+    node.fake.ib_counter(5, "link_downed", 1)
+    node.run("prolog")
+    node.fake.ib_counter(5, "link_downed", 2)
+    node.fake.ib_counter(5, "symbol_error", 55)
+    node.run("epilog", exit_code="256")
+    assert len(node.python_ran()) == 1
+    with store.connect() as c:
+        ev = c.execute(text("SELECT node, kind, role, outcome, message FROM attribution.fault_events "
+                            "WHERE source = 'telemetry' ORDER BY kind")).all()
+        cov = c.execute(text("SELECT status, notes FROM attribution.coverage WHERE source = 'telemetry'")).all()
+    assert [(n, k, r, o) for n, k, r, o, _ in ev] == [("n1", "ib_link_downed", "cause", "network"),
+                                                      ("n1", "ib_port_errors", "context", None)]
+    assert "mlx5_5/1: counters/link_downed 1 -> 2" in ev[0][4]
+    assert cov == [("ok", [])]
+
+
+def test_without_a_prolog_snapshot_the_epilog_alone_starts_no_python(tmp_path, pg_url, store):
+    """No prolog snapshot (hooks just installed): absolute values never make a clean job worth a look."""
+    node = HookNode(tmp_path, pg_url, "504")
+    node.fake.set_smi({3: {"dram_uncorrectable": "2"}})
+    node.run("epilog")
+    assert node.python_ran() == []
+    assert node.state_left() == []
