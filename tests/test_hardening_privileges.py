@@ -33,7 +33,7 @@ from .harness.hooknode import BIN, HOOK_ENV, Node
 WRITER, READER = "attribution_writer", "attribution_reader"
 #: What ingest writes (attribution/store/writer.py); 0004 added the two rollups after 0002.
 INGEST_TABLES = {"jobs", "events", "job_events", "verdicts", "verdict_symptoms", "coverage", "fault_weeks",
-                 "rule_packs", "fault_series", "failed_roots"}
+                 "rule_packs", "fault_series", "failed_roots", "device_counters"}
 UTC = timezone.utc
 
 

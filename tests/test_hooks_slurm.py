@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from .conftest import ROOT
+from .harness.fakenode import FakeNode, smi_document
 from .harness.slurm import SlurmCluster
 
 pytestmark = pytest.mark.slurm
@@ -64,9 +65,15 @@ def cluster(tmp_path_factory):
         f"ATTRIBUTION_LOG={base}/hooks.log\n"
         f"ATTRIBUTION_CONFIG={base}/config.yaml\n"
         f"ATTRIBUTION_HOME={base}/home-${{SLURMD_NODENAME:-ctld}}\n"
-        f"SLURM_CONF={base}/slurm/slurm.conf\n")
+        f"SLURM_CONF={base}/slurm/slurm.conf\n"
+        # each node's GPUs and HCAs: a faked sysfs tree and an nvidia-smi that prints a real-format document
+        f"ATTRIBUTION_SYSFS_ROOT={base}/fake-${{SLURMD_NODENAME:-ctld}}\n"
+        f"ATTRIBUTION_NVIDIA_SMI={base}/fake-${{SLURMD_NODENAME:-ctld}}/bin/nvidia-smi\n")
+    fakes = {}
     for n in ("node1", "node2"):
         (base / f"kernel-{n}.log").write_text("[Mon Nov 30 08:00:00 2026] Linux version 6.8.0 (boot)\n")
+        fakes[n] = FakeNode(base / f"fake-{n}")  # 8 GPUs, 8 HCAs
+        fakes[n].root.chmod(0o755)
     c = SlurmCluster(base / "slurm", epilog=_wrapper(base, "epilog", "epilog"),
                      epilog_slurmctld=_wrapper(base, "epilog-ctld", "epilog-slurmctld"),
                      prolog=_wrapper(base, "prolog", "prolog"), prolog_epilog_timeout=30,
@@ -74,6 +81,7 @@ def cluster(tmp_path_factory):
     c.install()
     c.start()
     c.base = base
+    c.fakes = fakes
     try:
         yield c
     finally:
@@ -87,6 +95,7 @@ def fresh_kernel_logs(cluster):
     """Each test starts with freshly booted nodes: faults written by an earlier test are gone."""
     for n in ("node1", "node2"):
         (cluster.base / f"kernel-{n}.log").write_text("[Mon Nov 30 08:00:00 2026] Linux version 6.8.0 (boot)\n")
+        cluster.fakes[n].reset()
 
 
 @pytest.fixture
@@ -185,6 +194,56 @@ def test_successful_job_with_clean_logs_starts_no_python(cluster, db):
     assert all(r[1] == "0" for r in runs["epilog"])
     with db.connect() as c:
         assert c.execute(text("SELECT count(*) FROM attribution.jobs WHERE job_id = :j"), {"j": job}).scalar() == 0
+
+
+def test_counters_that_grew_on_node2_make_gpu_hardware_with_no_xid_anywhere(cluster, db):
+    """The prolog and epilog snapshot the faked GPUs (8 per node) on both nodes; during the job node2's GPU 3
+    counts two uncorrectable DRAM errors and a remapped row. No kernel line, only NCCL errors in the output."""
+    fake = cluster.fakes["node2"]
+    grown = fake.root / "ecc-grown.xml"
+    grown.write_text(smi_document(8, {3: {"dram_uncorrectable": "2", "remapped_row_unc": "1"}}))
+    task = cluster.base / "jobs" / "task-ecc.sh"
+    task.parent.mkdir(exist_ok=True)
+    task.write_text(
+        "#!/bin/bash\n"
+        f'[ "$SLURM_NODEID" = 1 ] && cp {grown} {fake.smi_file}\n'
+        "sleep 1\n"
+        'echo "$(hostname):4242:4243 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer '
+        '10.0.0.2<1234> with error 12, opcode 0, len 0, vendor err 129 (Recv)"\n'
+        "exit 1\n")
+    task.chmod(0o755)
+    job = _job(cluster, f"srun -l {task}\nexit 1")
+    assert cluster.wait_job(job) == "FAILED"
+    runs = _wait_runs(cluster, job, {"prolog": 2, "epilog": 2, "epilog-ctld": 1})
+    v = _verdict(db, job, "gpu_hardware")
+    assert v is not None and v[0] == "gpu_hardware", v
+    assert v[1] == ["node2"] and v[2] == "gpu_ecc_counter" and v[3] == "node2"
+    with db.connect() as c:
+        latest = c.execute(text("SELECT node, remapped_rows_uncorrectable FROM attribution.gpu_counters_latest "
+                                "WHERE gpu = '0000:61:00' ORDER BY node")).all()
+    assert ("node2", 1.0) in latest
+    for name in ("prolog", "epilog"):
+        ms = sorted(int(r[2]) for r in runs[name])
+        print(f"\n{name} run times with 8-GPU/8-HCA snapshots (ms, incl. wrapper): {ms}")
+        assert all(r[1] == "0" for r in runs[name]) and max(ms) < BUDGET * 1000
+
+
+def test_a_link_down_counted_on_node1_during_a_clean_job_is_stored(cluster, db):
+    """link_downed grows on node1's mlx5_3 during a job that still succeeds: the clean epilog sees the
+    counter change and starts Python; the event is kept as a network cause on node1."""
+    path = cluster.fakes["node1"].counter_path(3, "link_downed")
+    job = _job(cluster, f"echo 1 > {path}\nsrun -l true")  # the fake nodes share this machine's filesystem
+    assert cluster.wait_job(job) == "COMPLETED"
+    _wait_runs(cluster, job, {"epilog": 2, "epilog-ctld": 1})
+    assert _python_calls(cluster, job) == ["node1"]
+    deadline = time.time() + 30
+    rows = []
+    while time.time() < deadline and not rows:
+        with db.connect() as c:
+            rows = c.execute(text("SELECT node, kind, role FROM attribution.fault_events "
+                                  "WHERE source = 'telemetry'")).all()
+        time.sleep(0.3)
+    assert rows == [("node1", "ib_link_downed", "cause")]
 
 
 def test_successful_job_with_a_fault_line_keeps_the_event(cluster, db):

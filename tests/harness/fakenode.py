@@ -148,6 +148,20 @@ class FakeNode:
     def bridge_of_gpu(self, i: int) -> str:
         return self.devices[self.gpu_bdf[i]].parent.name
 
+    def reset(self) -> None:
+        """Every counter back to the state the node was built with (a fresh node)."""
+        self.set_smi()
+        for bdf, d in self.devices.items():
+            for f in AER_NAMES:
+                (d / f).write_text(_aer_text(f))
+        for i in range(self.hcas):
+            for group, names in (("counters", IB_COUNTERS), ("hw_counters", IB_HW_COUNTERS)):
+                for n in names:
+                    self.ib_counter(i, n, 10 if n == "lifespan" else 0, group)
+
+    def counter_path(self, hca: int, name: str, group: str = "counters") -> Path:
+        return self.devices[self.hca_bdf[hca]] / "infiniband" / f"mlx5_{hca}" / "ports" / "1" / group / name
+
     def hook_env(self) -> str:
         """hook.env lines pointing the hooks at this node."""
         return f"ATTRIBUTION_SYSFS_ROOT={self.root}\nATTRIBUTION_NVIDIA_SMI={self.nvidia_smi}\n"
