@@ -323,7 +323,14 @@ def _telemetry_events(ruleset, name):
 def test_case_clean_job_with_unchanged_counters_has_no_counter_event(ruleset):
     d, evs = _telemetry_events(ruleset, "21-clean-job-counters-unchanged")
     assert evs == []
-    assert {c.status for c in d.coverage if c.source == "telemetry"} == {"ok"}
+    cov = {c.node: c for c in d.coverage if c.source == "telemetry"}
+    # both layouts (the tree on elm-h100-11, the hooks' compact listing on elm-h100-12) hold every part
+    assert {n: (c.status, c.notes) for n, c in cov.items()} == {"elm-h100-11": ("ok", ()), "elm-h100-12": ("ok", ())}
+    snaps = {n: read_snapshot(CASES / "21-clean-job-counters-unchanged" / "nodes" / n / "telemetry" / "epilog",
+                              "epilog") for n in cov}
+    assert snaps["elm-h100-12"].pci["0000:3e:00.0"]["aer_dev_nonfatal"] == 1
+    assert snaps["elm-h100-12"].gpu_of("0000:3e:00.0") == "0000:43:00"
+    assert snaps["elm-h100-11"].ports["mlx5_1/1"]["counters/symbol_error"] == 40
 
 
 def test_case_epilog_only_gives_absolute_context_only(ruleset):

@@ -182,3 +182,21 @@ def test_without_a_prolog_snapshot_the_epilog_alone_starts_no_python(tmp_path, p
     node.run("epilog")
     assert node.python_ran() == []
     assert node.state_left() == []
+
+
+def test_the_service_accepts_a_report_with_snapshots_and_refuses_a_malformed_one(ruleset):
+    import pytest
+
+    from attribution.api.intake import parse_report
+    from attribution.api.schemas import ObservationBatch
+    from attribution.errors import InputError
+
+    d = diagnose_bundle(ruleset, CASE19)
+    snaps = {"ash-h100-02": read_node_telemetry(CASE19 / "nodes" / "ash-h100-02", "x")}
+    doc = {"type": "ingest", "source": "node", "context": _ctx_json(d.context), "events": [], "coverage": [],
+           "telemetry": telemetry_to_json(snaps)}
+    ObservationBatch.model_validate(doc)  # the API's request model lets the snapshots through
+    assert parse_report(doc).telemetry == snaps
+    bad = dict(doc, telemetry={"ash-h100-02": {"epilog": {"phase": "epilog", "gpus": {"0000:61:00": {"x": "y"}}}}})
+    with pytest.raises(InputError, match="telemetry"):
+        parse_report(bad)

@@ -46,7 +46,7 @@ def ib_tree(folder: Path, ports: int, values: dict[int, dict[str, int]] | None =
 def pci_tree(folder: Path, counts: dict[str, dict[str, dict[str, int]]] | None = None) -> None:
     """AER files of the GPUs, their switch ports and the HCAs, and pci/topology."""
     topo = []
-    for i, (g, h) in enumerate(zip(GPU_BUSES, HCA_BUSES)):
+    for i, (g, h) in enumerate(zip(GPU_BUSES[:2], HCA_BUSES[:2])):  # two GPU/HCA pairs keep the case small
         hb = int(h, 16)
         rc, up, dn_h, dn_g = f"{hb - 3:02x}", f"{hb - 2:02x}", f"{hb - 1:02x}", f"{hb - 1:02x}"
         chain = [f"0000:{rc}:01.0", f"0000:{up}:00.0"]
@@ -59,6 +59,32 @@ def pci_tree(folder: Path, counts: dict[str, dict[str, dict[str, int]]] | None =
                 for f in AER_NAMES:
                     (d / f).write_text(_aer_text(f, (counts or {}).get(bdf, {}).get(f)))
     (folder / "pci" / "topology").write_text("\n".join(sorted(set(topo))) + "\n")
+
+
+def sysfs_listing(folder: Path, ports: int, values: dict[int, dict[str, int]] | None = None,
+                  aer: dict[str, dict[str, int]] | None = None) -> None:
+    """The hooks' compact form (sysfs.txt, pci-topology.txt) of the same trees: what hooks/lib.sh writes."""
+    lines = []
+    for i in range(ports):
+        base = {"port_xmit_data": 1_000_000 + i, "port_rcv_data": 2_000_000 + i}
+        for name in WATCHED:
+            v = (values or {}).get(i, {}).get(name, base.get(name, 0))
+            if name in ("port_xmit_data", "port_rcv_data"):
+                continue  # not watched: the hooks do not read them
+            lines.append(f"/sys/class/infiniband/mlx5_{i}/ports/1/counters/{name}:{v}")
+    topo = []
+    for g, h in zip(GPU_BUSES, HCA_BUSES):
+        hb = int(h, 16)
+        rc, up, dn = f"{hb - 3:02x}", f"{hb - 2:02x}", f"{hb - 1:02x}"
+        root = f"/sys/devices/pci0000:{rc}/0000:{rc}:01.0/0000:{up}:00.0"
+        topo += [f"/sys/devices/pci0000:{rc}/0000:{rc}:01.0", root, f"{root}/0000:{dn}:00.0",
+                 f"{root}/0000:{dn}:00.0/0000:{h}:00.0", f"{root}/0000:{dn}:01.0", f"{root}/0000:{dn}:01.0/0000:{g}:00.0"]
+    for path in topo:
+        bdf = path.rsplit("/", 1)[1]
+        for f, total in (("aer_dev_fatal", "TOTAL_ERR_FATAL"), ("aer_dev_nonfatal", "TOTAL_ERR_NONFATAL")):
+            lines.append(f"/sys/bus/pci/devices/{bdf}/{f}:{total} {(aer or {}).get(bdf, {}).get(f, 0)}")
+    (folder / "sysfs.txt").write_text("\n".join(lines) + "\n")
+    (folder / "pci-topology.txt").write_text("\n".join(topo) + "\n")
 
 
 CONTEXT = """scheduler: slurm
@@ -198,14 +224,18 @@ def main() -> None:
                node_list=nodes, start="2026-10-08T10:02:00Z", end="2026-10-08T11:48:30Z",
                boot="2026-09-30T09:00:00.000Z")
     old = {5: {"dram_correctable": "4", "replay_counter": "3", "remapped_row_corr": "1"}}
-    aer = {"0000:3e:00.0": {"aer_dev_correctable": {"RxErr": 2}}}
+    aer = {"0000:3e:00.0": {"aer_dev_nonfatal": 1}}
     snaps = {}
-    for n in nodes:
-        snaps[(n, "prolog")] = lambda f: (smi(f, old), ib_tree(f, 8, {1: {"link_downed": 3, "symbol_error": 40}}),
-                                          pci_tree(f, aer))
-        snaps[(n, "epilog")] = lambda f: (smi(f, old, "Thu Oct  8 11:48:33 2026", True),
-                                          ib_tree(f, 8, {1: {"link_downed": 3, "symbol_error": 40,
-                                                             "port_xmit_data": 918_273_645}}), pci_tree(f, aer))
+    # elm-h100-11 in the bundle's tree layout, elm-h100-12 in the hooks' compact listing (sysfs.txt)
+    snaps[("elm-h100-11", "prolog")] = lambda f: (smi(f, old), ib_tree(f, 4, {1: {"link_downed": 3, "symbol_error": 40}}),
+                                                  pci_tree(f, {"0000:3e:00.0": {"aer_dev_correctable": {"RxErr": 2}}}))
+    snaps[("elm-h100-11", "epilog")] = lambda f: (smi(f, old, "Thu Oct  8 11:48:33 2026", True),
+                                                  ib_tree(f, 4, {1: {"link_downed": 3, "symbol_error": 40,
+                                                                     "port_xmit_data": 918_273_645}}),
+                                                  pci_tree(f, {"0000:3e:00.0": {"aer_dev_correctable": {"RxErr": 2}}}))
+    snaps[("elm-h100-12", "prolog")] = lambda f: (smi(f, old), sysfs_listing(f, 8, {1: {"link_downed": 3}}, aer))
+    snaps[("elm-h100-12", "epilog")] = lambda f: (smi(f, old, "Thu Oct  8 11:48:34 2026", True),
+                                                  sysfs_listing(f, 8, {1: {"link_downed": 3}}, aer))
     write_case("21-clean-job-counters-unchanged", ctx, job, snaps, EXPECTED_21, {})
 
     # 22: only the epilog snapshot (the prolog predates the hooks' rollout): absolute values are context only
@@ -222,8 +252,8 @@ def main() -> None:
                boot="2026-10-05T12:00:00.000Z")
     snaps = {("fir-h100-08", "epilog"): lambda f: (smi(f, {6: {"dram_uncorrectable": "2", "remapped_row_unc": "1"}},
                                                        "Fri Oct  9 03:11:09 2026", True),
-                                                   ib_tree(f, 8, {0: {"link_downed": 2}})),
-             ("fir-h100-07", "epilog"): lambda f: (smi(f, None, "Fri Oct  9 03:11:08 2026", True), ib_tree(f, 8))}
+                                                   ib_tree(f, 4, {0: {"link_downed": 2}})),
+             ("fir-h100-07", "epilog"): lambda f: (smi(f, None, "Fri Oct  9 03:11:08 2026", True), ib_tree(f, 4))}
     write_case("22-epilog-snapshot-only-absolute-context", ctx, job, snaps, EXPECTED_22, {})
 
 
@@ -267,10 +297,12 @@ root_cause: null
 not_root: [gpu_ecc_counter, ib_link_downed, pcie_aer_fatal]
 notes: >
   A job that completed (0:0). Both nodes' snapshots carry counts from before the job (GPU 5 aggregate
-  dram_correctable 4, PCIe replays 3, one row remapped for correctable errors; mlx5_1 link_downed 3 and
-  symbol_error 40; correctable AER RxErr 2 on a switch port), identical at the prolog and at the epilog, while
-  timestamps, temperatures, memory use, utilisation and port_xmit_data differ. Unchanged counters give no event
-  at all: nothing new.
+  dram_correctable 4, PCIe replays 3, one row remapped for correctable errors; mlx5_1 link_downed 3, and on
+  elm-h100-11 symbol_error 40 and a correctable AER RxErr 2 on a switch port, on elm-h100-12 a non-fatal AER
+  count of 1 on the switch above GPU 1), identical at the prolog and at the epilog, while timestamps,
+  temperatures, memory use, utilisation and port_xmit_data differ. elm-h100-11's snapshots are in the bundle's
+  tree layout, elm-h100-12's in the hooks' compact listing (sysfs.txt, pci-topology.txt). Unchanged counters
+  give no event at all: nothing new.
 """
 
 EXPECTED_22 = """outcome: unknown
