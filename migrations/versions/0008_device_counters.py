@@ -15,7 +15,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = "0008"
-down_revision = "0005"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
