@@ -2,7 +2,7 @@
 gpu_counters_latest (each GPU's newest epilog values) for the fleet views.
 
 Revision ID: 0008
-Revises: 0005 (the coordinator re-chains it at merge)
+Revises: 0011
 Create Date: 2026-12-01
 """
 
