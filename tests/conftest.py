@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from attribution.rulepack.load import load_rules
+from tests.harness.slurm_versions import PARAMS as SLURM_PARAMS
 
 ROOT = Path(__file__).resolve().parent.parent
 INCIDENTS = ROOT / "tests" / "incidents"
@@ -25,6 +27,34 @@ def bundles(folder: Path) -> list[Path]:
 
 
 pytest_plugins = ["tests.harness.pg"]
+
+
+@pytest.fixture(scope="session")
+def slurm24_root():
+    """The cached Debian 13 root with Slurm 24.11 (built on first use: about 95 s cold; tests/harness/debroot.py)."""
+    from .harness.debroot import ensure_root
+
+    if os.geteuid() != 0:
+        pytest.skip("the Slurm test clusters need root")
+    root, manifest = ensure_root()
+    print(f"\nSlurm 24.11 root {root}: {'cached' if manifest['cached'] else 'built'} in "
+          f"{manifest['ensure_seconds'] if manifest['cached'] else manifest['build_seconds']} s")
+    return root, manifest
+
+
+@pytest.fixture(scope="module", params=SLURM_PARAMS)
+def slurm(request):
+    """The Slurm version of this module's real-Slurm tests (each runs once per version): a SlurmVersion whose
+    ``cluster(base, ...)`` makes the cluster."""
+    from .harness.debroot import python_binds
+    from .harness.slurm_versions import HOST_VERSION, SlurmVersion
+
+    if os.geteuid() != 0:
+        pytest.skip("the Slurm test clusters need root")
+    if request.param == HOST_VERSION:
+        return SlurmVersion(HOST_VERSION)
+    root, manifest = request.getfixturevalue("slurm24_root")
+    return SlurmVersion(request.param, root=root, binds=[ROOT, *python_binds()], manifest=manifest)
 
 
 @pytest.fixture(scope="session")

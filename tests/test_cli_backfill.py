@@ -1,5 +1,6 @@
-"""`attribution diagnose --slurm-job` and `attribution backfill` on a real Slurm 22.05 cluster with slurmdbd and
-MariaDB (tests/harness/slurm.py, with_accounting=True), the store on the test PostgreSQL.
+"""`attribution diagnose --slurm-job` and `attribution backfill` on a real Slurm cluster with slurmdbd and
+MariaDB (tests/harness/slurm.py, with_accounting=True), the store on the test PostgreSQL; once on Slurm 22.05 and
+once on 24.11 (the ``slurm`` fixture: its sacct and scontrol first on PATH).
 
 The jobs: a 2-node job whose ranks time out after the GPU of node2 fell off the bus (the node's kernel log is a file
 the `files` connector reads), a completed job, a 2-task array job with an application error, a cancelled job, and
@@ -22,8 +23,6 @@ from attribution.cli import main
 from attribution.config import ConnectorSettings
 from attribution.scope.schedulers import sacct_jobs
 
-from .harness.slurm import SlurmCluster
-
 pytestmark = pytest.mark.slurm
 UTC = timezone.utc
 
@@ -44,19 +43,18 @@ def _sacct_has_ended(cluster, job_id: str, rows_expected: int = 1, timeout: floa
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("the Slurm test cluster needs root")
+def live(tmp_path_factory, slurm):
     base = tmp_path_factory.mktemp("sacct")
     base.chmod(0o755)
-    cluster = SlurmCluster(base / "slurm", with_accounting=True)
+    cluster = slurm.cluster(base / "slurm", with_accounting=True)
     try:
         cluster.install()
     except Exception as exc:  # no packages and no apt-get
         pytest.skip(f"Slurm with accounting cannot be installed here: {exc}")
-    old_conf = os.environ.get("SLURM_CONF")
+    old_conf, old_path = os.environ.get("SLURM_CONF"), os.environ.get("PATH", "")
     cluster.start()
     os.environ["SLURM_CONF"] = str(cluster.conf_path)
+    os.environ["PATH"] = f"{slurm.clients(cluster, base / 'clients')}:{old_path}"
     try:
         started = datetime.now(UTC).replace(microsecond=0)
         logs = base / "kernel"
@@ -98,6 +96,7 @@ def live(tmp_path_factory):
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = old_conf
+        os.environ["PATH"] = old_path
         cluster.stop()
 
 

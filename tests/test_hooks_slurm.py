@@ -1,4 +1,5 @@
-"""hooks/ on a real Slurm 22.05 cluster (slurmctld + two slurmd on this machine, started by the test setup).
+"""hooks/ on a real Slurm cluster (slurmctld + two slurmd on this machine, started by the test setup), once on
+Slurm 22.05 and once on 24.11 (the ``slurm`` fixture; on 24.11 the hooks run inside the Debian 13 root).
 
 Each node's kernel log is a file the test writes (the hooks' 'file' kernel source); the database is the test
 PostgreSQL. Every hook runs exactly as slurm.conf would run it, with no PATH and no custom environment: a
@@ -18,7 +19,6 @@ from sqlalchemy import create_engine, text
 
 from .conftest import ROOT
 from .harness.fakenode import FakeNode, smi_document
-from .harness.slurm import SlurmCluster
 
 pytestmark = pytest.mark.slurm
 
@@ -44,9 +44,7 @@ def _wrapper(base: Path, name: str, hook: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("the Slurm test cluster needs root")
+def cluster(tmp_path_factory, slurm):
     base = tmp_path_factory.mktemp("hooks")
     base.chmod(0o755)
     (base / "calls").mkdir()
@@ -74,14 +72,15 @@ def cluster(tmp_path_factory):
         (base / f"kernel-{n}.log").write_text("[Mon Nov 30 08:00:00 2026] Linux version 6.8.0 (boot)\n")
         fakes[n] = FakeNode(base / f"fake-{n}")  # 8 GPUs, 8 HCAs
         fakes[n].root.chmod(0o755)
-    c = SlurmCluster(base / "slurm", epilog=_wrapper(base, "epilog", "epilog"),
-                     epilog_slurmctld=_wrapper(base, "epilog-ctld", "epilog-slurmctld"),
-                     prolog=_wrapper(base, "prolog", "prolog"), prolog_epilog_timeout=30,
-                     prolog_flags="Alloc")  # the prolog runs on every node at allocation (hooks/README.md)
+    c = slurm.cluster(base / "slurm", epilog=_wrapper(base, "epilog", "epilog"),
+                      epilog_slurmctld=_wrapper(base, "epilog-ctld", "epilog-slurmctld"),
+                      prolog=_wrapper(base, "prolog", "prolog"), prolog_epilog_timeout=30,
+                      prolog_flags="Alloc")  # the prolog runs on every node at allocation (hooks/README.md)
     c.install()
     c.start()
     c.base = base
     c.fakes = fakes
+    c.clients = slurm.clients(c, base / "clients")  # this Slurm's scontrol, for `attribution drain`
     try:
         yield c
     finally:
@@ -354,17 +353,18 @@ def test_drain_apply_drains_the_faulty_node_with_its_reason_and_resume_returns_i
     def cli(*args):
         return subprocess.run([str(BIN), *args], env=env, capture_output=True, text=True, timeout=120)
 
+    sc = ["--scontrol", str(cluster.clients / "scontrol")]
     plan = cli("drain", "plan")
     assert "attrtest/node2" in plan.stdout and "attribution: xid79 gpu 0000:3b:00 job 9001" in plan.stdout
-    r = cli("drain", "apply")
+    r = cli("drain", "apply", *sc)
     assert r.returncode == 0, r.stderr
     assert "applied     attrtest/node2" in r.stdout
     info = cluster.run(["scontrol", "show", "node", "-o", "node2"]).stdout
     assert "DRAIN" in info and "Reason=attribution: xid79 gpu 0000:3b:00 job 9001" in info
     assert cluster.drained_nodes() == ["node2"]
-    again = cli("drain", "apply")
+    again = cli("drain", "apply", *sc)
     assert "skipped     attrtest/node2" in again.stdout and "already" in again.stdout
-    back = cli("drain", "resume", "node2")
+    back = cli("drain", "resume", "node2", *sc)
     assert back.returncode == 0, back.stderr
     deadline = time.time() + 20
     while cluster.drained_nodes() and time.time() < deadline:

@@ -1,7 +1,8 @@
-"""Tests for tests/harness/slurm.py against a real two-node Slurm 22.05 cluster.
+"""Tests for tests/harness/slurm.py against a real two-node Slurm cluster, on 22.05 (the host's) and 24.11 (the
+Debian 13 root): every test runs once per version (the ``slurm`` fixture, tests/conftest.py).
 
 Needs root and the Debian Slurm packages (installed on demand by the fixture).
-Deselect with ``-m "not slurm"``.
+Deselect with ``-m "not slurm"``; ``-m slurm24`` selects the 24.11 runs.
 """
 
 from __future__ import annotations
@@ -9,19 +10,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-try:
-    from tests.harness.slurm import SlurmCluster
-except ImportError:  # tests/ is not a package: pytest put tests/ itself on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from harness.slurm import SlurmCluster
+from .harness.slurm import SlurmCluster
 
 pytestmark = pytest.mark.slurm
+DATA = Path(__file__).resolve().parent / "data" / "slurm24"
 
 # Hooks run with no PATH: every command below is an absolute path.
 NODE_EPILOG = r"""#!/bin/bash
@@ -66,12 +64,9 @@ def _write_hooks(base: Path) -> tuple[Path, dict[str, str]]:
     return out, hooks
 
 
-def _require_root_and_packages(with_accounting: bool) -> None:
-    if sys.platform != "linux" or os.geteuid() != 0:
-        pytest.skip("the Slurm test cluster needs root on Linux")
-    probe = SlurmCluster(Path("/nonexistent"), with_accounting=with_accounting)
-    if probe.missing_binaries() and not shutil.which("apt-get"):
-        pytest.skip(f"Slurm binaries missing and no apt-get: {probe.missing_binaries()}")
+def _require_packages(cluster: SlurmCluster) -> None:
+    if cluster.root is None and cluster.missing_binaries() and not shutil.which("apt-get"):
+        pytest.skip(f"Slurm binaries missing and no apt-get: {cluster.missing_binaries()}")
 
 
 def _start(cluster: SlurmCluster, timings: dict) -> SlurmCluster:
@@ -94,13 +89,13 @@ def _wait_for(path: Path, timeout: float = 30) -> Path:
 
 
 @pytest.fixture(scope="module")
-def slurm_cluster(tmp_path_factory):
-    _require_root_and_packages(with_accounting=False)
+def slurm_cluster(tmp_path_factory, slurm):
     base = tmp_path_factory.mktemp("slurm")
     out, hooks = _write_hooks(base)
-    cluster = SlurmCluster(base / "cluster", epilog=hooks["epilog.sh"],
-                           epilog_slurmctld=hooks["epilog_ctld.sh"], prolog=hooks["prolog.sh"],
-                           prolog_epilog_timeout=30, extra_env={"ATTRIBUTION_TEST_MARKER": "1"})
+    cluster = slurm.cluster(base / "cluster", epilog=hooks["epilog.sh"],
+                            epilog_slurmctld=hooks["epilog_ctld.sh"], prolog=hooks["prolog.sh"],
+                            prolog_epilog_timeout=30, extra_env={"ATTRIBUTION_TEST_MARKER": "1"})
+    _require_packages(cluster)
     cluster.out_dir = out
     cluster.timings = {}
     try:
@@ -177,6 +172,18 @@ class TestSlurmCluster:
         assert slurm_cluster.drained_nodes() == []
         assert set(slurm_cluster.node_states().values()) == {"idle"}
 
+    def test_a_second_cluster_on_the_same_ports_waits_for_the_lock(self, slurm_cluster, tmp_path):
+        c = slurm_cluster
+        other = SlurmCluster(tmp_path / "other", slurmctld_port=c.slurmctld_port, node_ports=c.node_ports,
+                             root=c.root, binds=c.runner.binds if c.runner else None, lock_timeout=1.5)
+        t0 = time.monotonic()
+        with pytest.raises(Exception, match="locked by another test cluster") as exc:
+            other.start()
+        assert time.monotonic() - t0 >= 1.5
+        assert "already in use" not in str(exc.value)  # it never got as far as probing the ports
+        assert not (tmp_path / "other" / "slurm.conf").exists()
+        assert c.node_states() == {"node1": "idle", "node2": "idle"}
+
     def test_failing_epilog_drains_and_resume(self, slurm_cluster):
         c = slurm_cluster
         mode = c.out_dir / "epilog_mode"
@@ -195,13 +202,13 @@ class TestSlurmCluster:
 
 
 @pytest.fixture(scope="class")
-def slurm_acct_cluster(tmp_path_factory):
-    _require_root_and_packages(with_accounting=True)
+def slurm_acct_cluster(tmp_path_factory, slurm):
     base = tmp_path_factory.mktemp("slurm-acct")
     out, hooks = _write_hooks(base)
-    cluster = SlurmCluster(base / "cluster", epilog=hooks["epilog.sh"],
-                           epilog_slurmctld=hooks["epilog_ctld.sh"], prolog=None,
-                           with_accounting=True, **ACCT_PORTS)
+    cluster = slurm.cluster(base / "cluster", epilog=hooks["epilog.sh"],
+                            epilog_slurmctld=hooks["epilog_ctld.sh"], prolog=None,
+                            with_accounting=True, **ACCT_PORTS)
+    _require_packages(cluster)
     cluster.out_dir = out
     cluster.timings = {}
     try:

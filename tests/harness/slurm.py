@@ -1,4 +1,5 @@
-"""A real, throw-away Slurm 22.05 cluster for tests (stdlib only).
+"""A real, throw-away Slurm cluster for tests (stdlib only): the host's Slurm 22.05, or a newer Slurm inside a
+Debian root (``root=``, see tests/harness/debroot.py: 24.11 from Debian 13).
 
 Everything lives under ``base_dir``: a private munged, one slurmctld and two
 ``slurmd -N nodeX`` daemons on one machine (the "multiple slurmd" mode), each
@@ -17,14 +18,17 @@ Typical use::
     finally:
         cluster.stop()
 
-The ports are fixed (configurable), so only one cluster per machine can run at
-a time.  Hooks (Prolog/Epilog/EpilogSlurmctld) run as root with an environment
+The ports are fixed (configurable). ``start()`` takes a machine-wide lock per port
+(flock on ``/tmp/attribution-slurm-port-<port>.lock``) and holds it until ``stop()``:
+two test runs on one machine wait for each other instead of failing.  Hooks (Prolog/Epilog/EpilogSlurmctld) run as root with an environment
 that Slurm builds from scratch: no PATH, and none of ``extra_env``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import shutil
 import signal
 import socket
@@ -33,7 +37,11 @@ import subprocess
 import time
 from pathlib import Path
 
-__all__ = ["SlurmCluster", "SlurmHarnessError"]
+from .debroot import RootRunner
+
+__all__ = ["SlurmCluster", "SlurmHarnessError", "LOCK_DIR"]
+
+LOCK_DIR = Path(os.environ.get("ATTRIBUTION_TEST_LOCK_DIR", "/tmp"))
 
 SLURM_PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
 ACCOUNTING_PACKAGES = ["slurmdbd", "mariadb-server"]
@@ -88,6 +96,11 @@ class SlurmCluster:
         extra_slurm_conf: list[str] | None = None,
         debug_level: str = "info",
         start_timeout: float = 60.0,
+        root: Path | None = None,
+        binds: list[Path] | None = None,
+        with_restd: bool = False,
+        restd_port: int = 16820,
+        lock_timeout: float = 3600.0,
     ) -> None:
         self.base_dir = Path(base_dir).resolve()
         self.epilog = str(epilog) if epilog is not None else None
@@ -107,6 +120,16 @@ class SlurmCluster:
         self.extra_slurm_conf = list(extra_slurm_conf or [])
         self.debug_level = debug_level
         self.start_timeout = start_timeout
+        # A Debian root holding another Slurm: every daemon and client command runs inside it (chroot in a private
+        # mount namespace with /tmp, /proc, /sys, /dev and ``binds`` mounted at the same paths).
+        self.root = Path(root).resolve() if root else None
+        self.runner = RootRunner(self.root, binds or []) if self.root else None
+        self.with_restd = bool(with_restd)
+        self.restd_port = restd_port
+        self.lock_timeout = lock_timeout
+        self.version: str | None = None             # "24.11.5", read from slurmctld -V by start()
+        self._locks: list = []
+        self._restd_proc: subprocess.Popen | None = None
 
         self.nodes = [f"node{i + 1}" for i in range(len(self.node_ports))]
         b = self.base_dir
@@ -124,6 +147,8 @@ class SlurmCluster:
         self.mysql_dir = b / "mysql"
         self.mysql_socket = b / "run" / "mysql.sock"
         self.jobcomp_path = self.log_dir / "jobcomp.txt"
+        self.cgroup_conf_path = b / "cgroup.conf"
+        self.jwt_key = b / "jwt.key"
         self.munge_socket = self._munge_socket_path()
 
         self._mariadb_proc: subprocess.Popen | None = None
@@ -144,8 +169,29 @@ class SlurmCluster:
         files += [(self.run_dir / "slurmctld.pid", "slurmctld"),
                   (self.run_dir / "slurmdbd.pid", "slurmdbd"),
                   (self.run_dir / "mariadb.pid", "mariadbd"),
+                  (self.run_dir / "slurmrestd.pid", "slurmrestd"),
                   (self.munge_dir / "munged.pid", "munged")]
         return files
+
+    # ----------------------------------------------------------- commands
+    def argv(self, cmd: list[str], cwd: Path | str | None = None) -> list[str]:
+        """The argument list that runs ``cmd`` against this cluster's Slurm (inside the root when there is one)."""
+        cmd = [str(c) for c in cmd]
+        if self.runner is None:
+            return cmd
+        return self.runner.argv(cmd, str(cwd) if cwd else None)
+
+    def _host_path(self, path: str) -> str:
+        return f"{self.root}{path}" if self.root else path
+
+    @property
+    def ports(self) -> list[int]:
+        ports = [self.slurmctld_port, *self.node_ports]
+        if self.with_accounting:
+            ports += [self.slurmdbd_port, self.mysql_port]
+        if self.with_restd:
+            ports.append(self.restd_port)
+        return sorted(ports)
 
     # ----------------------------------------------------------- environment
     def env(self) -> dict[str, str]:
@@ -162,7 +208,9 @@ class SlurmCluster:
         need = list(_SLURM_BINARIES)
         if self.with_accounting:
             need += _ACCOUNTING_BINARIES
-        return [p for p in need if not os.access(p, os.X_OK)]
+        if self.with_restd:
+            need.append("/usr/sbin/slurmrestd")
+        return [p for p in need if not os.access(self._host_path(p), os.X_OK)]
 
     def install(self) -> float:
         """apt-get install the packages unless their binaries already exist.
@@ -172,6 +220,8 @@ class SlurmCluster:
         if not self.missing_binaries():
             self.install_seconds = 0.0
             return 0.0
+        if self.root is not None:
+            raise SlurmHarnessError(f"{self.root} lacks {self.missing_binaries()}: rebuild it (tests/harness/debroot.py)")
         if os.geteuid() != 0:
             raise SlurmHarnessError(f"Slurm packages missing ({self.missing_binaries()}) and not root")
         pkgs = SLURM_PACKAGES + (ACCOUNTING_PACKAGES if self.with_accounting else [])
@@ -201,9 +251,15 @@ class SlurmCluster:
         missing = self.missing_binaries()
         if missing:
             raise SlurmHarnessError(f"missing binaries {missing}: call install() first")
-        self._check_ports_free()
+        t_lock = time.monotonic()
+        self._lock_ports()
+        self.lock_wait_seconds = time.monotonic() - t_lock
         t0 = time.monotonic()
         try:
+            self._check_ports_free()
+            out = self._check(["/usr/sbin/slurmctld", "-V"], "slurmctld -V").stdout
+            m = re.search(r"(\d+\.\d+\.\d+)", out)
+            self.version = m.group(1) if m else None
             self._prepare_dirs()
             self._write_configs()
             self._start_munged()
@@ -214,6 +270,8 @@ class SlurmCluster:
             for node in self.nodes:
                 self._check(["/usr/sbin/slurmd", "-f", str(self.conf_path), "-N", node], f"slurmd {node}")
             self._wait_nodes_idle(self.start_timeout - (time.monotonic() - t0))
+            if self.with_restd:
+                self._start_restd()
         except BaseException as exc:
             logs = self.log_tail()
             self.stop()
@@ -223,12 +281,43 @@ class SlurmCluster:
         self.start_seconds = time.monotonic() - t0
         return self.start_seconds
 
+    def _lock_ports(self) -> None:
+        """Hold an exclusive flock per port (sorted: no deadlock between two clusters sharing some ports) until
+        stop(); another run on this machine using these ports waits here."""
+        if self._locks:
+            return
+        deadline = time.monotonic() + self.lock_timeout
+        LOCK_DIR.mkdir(parents=True, exist_ok=True)
+        for port in self.ports:
+            f = open(LOCK_DIR / f"attribution-slurm-port-{port}.lock", "a+")
+            while True:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        f.close()
+                        self._unlock_ports()
+                        raise SlurmHarnessError(f"port {port} locked by another test cluster for "
+                                                f"{self.lock_timeout:.0f} s ({f.name})") from None
+                    time.sleep(0.5)
+            f.seek(0)
+            f.truncate()
+            f.write(f"{os.getpid()} {self.base_dir}\n")
+            f.flush()
+            self._locks.append(f)
+
+    def _unlock_ports(self) -> None:
+        for f in self._locks:
+            try:
+                fcntl.flock(f, fcntl.LOCK_UN)
+            finally:
+                f.close()
+        self._locks = []
+
     def _check_ports_free(self) -> None:
-        ports = [self.slurmctld_port, *self.node_ports]
-        if self.with_accounting:
-            ports += [self.slurmdbd_port, self.mysql_port]
         busy = []
-        for port in ports:
+        for port in self.ports:
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
                 s.settimeout(0.2)
                 if s.connect_ex(("127.0.0.1", port)) == 0:
@@ -260,6 +349,10 @@ class SlurmCluster:
             with os.fdopen(fd, "wb") as f:
                 f.write(os.urandom(1024))           # what `mungekey -c` writes, without its ≈1 s cost
         os.chmod(self.munge_key, 0o600)
+        if self.with_restd and not self.jwt_key.exists():
+            fd = os.open(self.jwt_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(os.urandom(64))             # HS256 key for auth/jwt (slurmctld, slurmdbd, slurmrestd)
 
     def _write_configs(self) -> None:
         ncpu = os.cpu_count() or 1
@@ -312,6 +405,8 @@ class SlurmCluster:
             lines.append(f"Epilog={self.epilog}")
         if self.epilog_slurmctld:
             lines.append(f"EpilogSlurmctld={self.epilog_slurmctld}")
+        if self.with_restd:
+            lines += ["AuthAltTypes=auth/jwt", f"AuthAltParameters=jwt_key={self.jwt_key}"]
         lines += self.extra_slurm_conf
         for node, port in zip(self.nodes, self.node_ports):
             lines.append(f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} "
@@ -326,6 +421,10 @@ class SlurmCluster:
             files = f"{self.dev_dir}/nvidia{lo}" if g == 1 else f"{self.dev_dir}/nvidia[{lo}-{hi}]"
             gres.append(f"NodeName={node} Name=gpu File={files}")
         _write(self.gres_conf_path, "\n".join(gres) + "\n", 0o644)
+        if self.major_minor >= (23, 11):
+            # slurmd 24.11 refuses to start without a mounted cgroup fs, whatever the proctrack/task plugins
+            # (knowledge/slurm-24.md): no cgroup plugin at all.
+            _write(self.cgroup_conf_path, "CgroupPlugin=disabled\n", 0o644)
 
         if self.with_accounting:
             # slurmdbd reads dirname($SLURM_CONF)/slurmdbd.conf and refuses it unless 0600.
@@ -344,7 +443,13 @@ class SlurmCluster:
                 f"StorageUser={_DB_USER}",
                 f"StoragePass={_DB_PASS}",
                 f"StorageLoc={_DB_NAME}",
+                *(["AuthAltTypes=auth/jwt", f"AuthAltParameters=jwt_key={self.jwt_key}"] if self.with_restd else []),
             ]) + "\n", 0o600)
+
+    @property
+    def major_minor(self) -> tuple[int, int]:
+        m = re.match(r"(\d+)\.(\d+)", self.version or "")
+        return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
     def _daemon_env(self) -> dict[str, str]:
         env = self.env()
@@ -353,8 +458,9 @@ class SlurmCluster:
 
     def _check(self, cmd: list[str], what: str, timeout: float = 30) -> subprocess.CompletedProcess:
         try:
-            r = subprocess.run(cmd, env=self._daemon_env(), cwd=self.log_dir, capture_output=True,
-                               text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+            r = subprocess.run(self.argv(cmd, self.log_dir if self.log_dir.is_dir() else None),
+                               env=self._daemon_env(), cwd=self.log_dir if self.log_dir.is_dir() else None,
+                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as exc:
             raise SlurmHarnessError(f"{what}: {' '.join(cmd)} timed out after {timeout} s") from exc
         if r.returncode != 0:
@@ -369,7 +475,7 @@ class SlurmCluster:
                      f"--seed-file={m}/munged.seed"], "munged")
         deadline = time.monotonic() + 10
         while True:
-            r = subprocess.run(["/usr/bin/munge", "-S", str(self.munge_socket), "-n"],
+            r = subprocess.run(self.argv(["/usr/bin/munge", "-S", str(self.munge_socket), "-n"]),
                                capture_output=True, timeout=10)
             if r.returncode == 0:
                 return
@@ -389,20 +495,20 @@ class SlurmCluster:
                          "--skip-test-db", *_MARIADB_SMALL], "mariadb-install-db", timeout=120)
         log = open(self.log_dir / "mariadb.out", "ab")
         try:
-            self._mariadb_proc = subprocess.Popen(
+            self._mariadb_proc = subprocess.Popen(self.argv(
                 ["/usr/sbin/mariadbd", "--no-defaults", "--user=root", f"--datadir={self.mysql_dir}",
                  f"--socket={self.mysql_socket}", f"--pid-file={self.run_dir}/mariadb.pid",
                  "--bind-address=127.0.0.1", f"--port={self.mysql_port}",
                  f"--log-error={self.log_dir}/mariadb.err",
-                 "--innodb-flush-log-at-trx-commit=0", *_MARIADB_SMALL],
+                 "--innodb-flush-log-at-trx-commit=0", *_MARIADB_SMALL]),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                 env=self._daemon_env())
         finally:
             log.close()
         deadline = time.monotonic() + 30
         while True:
-            r = subprocess.run(["/usr/bin/mariadb-admin", "--no-defaults", "-S", str(self.mysql_socket),
-                                "-uroot", "ping"], capture_output=True, timeout=10)
+            r = subprocess.run(self.argv(["/usr/bin/mariadb-admin", "--no-defaults", "-S", str(self.mysql_socket),
+                                          "-uroot", "ping"]), capture_output=True, timeout=10)
             if r.returncode == 0 and (self.run_dir / "mariadb.pid").exists():
                 break
             if self._mariadb_proc.poll() is not None:
@@ -432,6 +538,43 @@ class SlurmCluster:
             r = self.run(["sacctmgr", "-i", "add", "cluster", self.cluster_name], timeout=30)
             if r.returncode != 0 and "already exists" not in (r.stdout + r.stderr):
                 raise SlurmHarnessError(f"sacctmgr add cluster failed: {r.stdout}{r.stderr}")
+
+    def _start_restd(self) -> None:
+        """slurmrestd on 127.0.0.1:<restd_port>, JWT only. It stays in the foreground: we keep its process.
+        It refuses to run as root unless told (SLURMRESTD_SECURITY=disable_user_check)."""
+        env = self._daemon_env()
+        env["SLURMRESTD_SECURITY"] = "disable_user_check"
+        log = open(self.log_dir / "slurmrestd.log", "ab")
+        try:
+            self._restd_proc = subprocess.Popen(
+                self.argv(["/usr/sbin/slurmrestd", "-f", str(self.conf_path), "-a", "rest_auth/jwt",
+                           f"127.0.0.1:{self.restd_port}"]),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env)
+        finally:
+            log.close()
+        (self.run_dir / "slurmrestd.pid").write_text(f"{self._restd_proc.pid}\n")
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.settimeout(0.5)
+                if s.connect_ex(("127.0.0.1", self.restd_port)) == 0:
+                    return
+            if self._restd_proc.poll() is not None:
+                raise SlurmHarnessError(f"slurmrestd exited with {self._restd_proc.returncode}")
+            if time.monotonic() > deadline:
+                raise SlurmHarnessError("slurmrestd did not listen within 30 s")
+            time.sleep(0.05)
+
+    @property
+    def restd_url(self) -> str:
+        return f"http://127.0.0.1:{self.restd_port}"
+
+    def token(self, user: str = "root", lifespan: int = 3600) -> str:
+        """A JWT for slurmrestd from ``scontrol token`` (needs auth/jwt, i.e. with_restd=True)."""
+        r = self.run(["scontrol", "token", f"username={user}", f"lifespan={lifespan}"])
+        if r.returncode != 0 or "SLURM_JWT=" not in r.stdout:
+            raise SlurmHarnessError(f"scontrol token failed (rc {r.returncode}): {r.stdout}{r.stderr}")
+        return r.stdout.split("SLURM_JWT=", 1)[1].split()[0]
 
     def node_states(self) -> dict[str, str]:
         """{node: long state} from ``sinfo -N``, e.g. {'node1': 'idle', 'node2': 'drained'}."""
@@ -485,14 +628,15 @@ class SlurmCluster:
                     pids.append(pid)
                 except ProcessLookupError:
                     pass
-        if self._mariadb_proc is not None and self._mariadb_proc.poll() is None:
-            if self._mariadb_proc.pid not in pids:
-                self._mariadb_proc.terminate()
-                pids.append(self._mariadb_proc.pid)
+        for proc in (self._mariadb_proc, self._restd_proc):
+            if proc is not None and proc.poll() is None and proc.pid not in pids:
+                proc.terminate()
+                pids.append(proc.pid)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._mariadb_proc is not None:
-                self._mariadb_proc.poll()            # reap our own child
+            for proc in (self._mariadb_proc, self._restd_proc):
+                if proc is not None:
+                    proc.poll()                      # reap our own children
             if not any(_alive(p) for p in pids):
                 break
             time.sleep(0.05)
@@ -510,8 +654,15 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 pass
             self._mariadb_proc = None
+        if self._restd_proc is not None:
+            try:
+                self._restd_proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            self._restd_proc = None
         if self.munge_socket.parent != self.munge_dir:
             shutil.rmtree(self.munge_socket.parent, ignore_errors=True)
+        self._unlock_ports()
 
     def remove_database(self) -> None:
         """Delete the MariaDB data dir (tens of MB) after stop(); the next
@@ -532,7 +683,7 @@ class SlurmCluster:
     def run(self, args: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
         """Run a client command (sbatch, scontrol, sinfo, sacct, ...) against this
         cluster, from ``work_dir``.  Text output captured; never raises on rc."""
-        return subprocess.run([str(a) for a in args], env=self.env(), cwd=self.work_dir,
+        return subprocess.run(self.argv(args, self.work_dir), env=self.env(), cwd=self.work_dir,
                               capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
 
