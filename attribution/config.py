@@ -125,6 +125,19 @@ class SlurmCommandSettings:
 
 
 @dataclass(frozen=True)
+class SlurmrestdSettings:
+    """slurmrestd, for `attribution drain` on a host without a Slurm client: set `url` and drains, resumes and node
+    states go through it (JWT auth) instead of scontrol."""
+
+    url: str | None = None  # e.g. http://slurmctl:6820; unset: scontrol
+    user: str = "root"  # X-SLURM-USER-NAME: the Slurm user the token was made for (an operator or SlurmUser)
+    token_file: str | None = None  # the JWT (`scontrol token username=... lifespan=...`), owner-only file
+    api_version: str | None = None  # e.g. v0.0.42; unset: the newest of v0.0.42, v0.0.41, v0.0.40 it answers
+    ca_file: str | None = None  # CA bundle for https
+    timeout: float = 15.0  # seconds for one request
+
+
+@dataclass(frozen=True)
 class FileSourceSettings:
     """Local (or shared-filesystem) log files: a path or glob per node; $node, $job_id and $cluster replaced."""
 
@@ -138,6 +151,7 @@ class ConnectorSettings:
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
     slurm: SlurmCommandSettings = field(default_factory=SlurmCommandSettings)
+    slurmrestd: SlurmrestdSettings = field(default_factory=SlurmrestdSettings)
     files: tuple[FileSourceSettings, ...] = ()
 
 
@@ -150,7 +164,7 @@ def parse_connectors(data: Any, origin: str) -> ConnectorSettings:
         return ConnectorSettings()
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: 'connectors' must be a mapping")
-    unknown = sorted(set(data) - {"loki", "prometheus", "kubernetes", "slurm", "files"})
+    unknown = sorted(set(data) - {"loki", "prometheus", "kubernetes", "slurm", "slurmrestd", "files"})
     if unknown:
         raise ConfigError(f"{origin}: unknown setting(s) in 'connectors': {', '.join(unknown)}")
     loki = dict(_section(data, "loki", origin))
@@ -183,6 +197,10 @@ def parse_connectors(data: Any, origin: str) -> ConnectorSettings:
         kube["pod_selectors"] = {**KubernetesSettings().pod_selectors, **kube["pod_selectors"]}
     built_kube = _build(KubernetesSettings, kube, origin, "connectors.kubernetes")
     built_slurm = _build(SlurmCommandSettings, _section(data, "slurm", origin), origin, "connectors.slurm")
+    built_restd = _build(SlurmrestdSettings, _section(data, "slurmrestd", origin), origin, "connectors.slurmrestd")
+    if built_restd.api_version is not None and not re_api_version(built_restd.api_version):
+        raise ConfigError(f"{origin}: connectors.slurmrestd.api_version: expected e.g. v0.0.42, got "
+                          f"{built_restd.api_version!r}")
     files_raw = data.get("files") or []
     if not isinstance(files_raw, list):
         raise ConfigError(f"{origin}: connectors.files must be a list of {{path, source}}")
@@ -197,13 +215,19 @@ def parse_connectors(data: Any, origin: str) -> ConnectorSettings:
             raise ConfigError(f"{origin}: connectors.files[{i}].source must be one of {', '.join(FILE_SOURCES)}")
         files.append(fs)
     for section, s in (("loki", built_loki), ("prometheus", built_prom), ("kubernetes", built_kube),
-                       ("slurm", built_slurm)):
+                       ("slurm", built_slurm), ("slurmrestd", built_restd)):
         for name in ("timeout", "budget"):
             v = getattr(s, name, None)
             if v is not None and (not isinstance(v, (int, float)) or v <= 0):
                 raise ConfigError(f"{origin}: connectors.{section}.{name} must be a positive number of seconds")
     return ConnectorSettings(loki=built_loki, prometheus=built_prom, kubernetes=built_kube, slurm=built_slurm,
-                             files=tuple(files))
+                             slurmrestd=built_restd, files=tuple(files))
+
+
+def re_api_version(v: object) -> bool:
+    import re
+
+    return isinstance(v, str) and re.fullmatch(r"v\d+\.\d+\.\d+", v) is not None
 
 
 def _str_list(value: Any, origin: str, name: str) -> tuple[str, ...]:

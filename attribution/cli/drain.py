@@ -61,19 +61,28 @@ def drain_plan(ctx: click.Context, cluster: str | None, as_json: bool) -> None:
                    + (f"  (jobs {', '.join(jobs[:5])}{' ...' if len(jobs) > 5 else ''})" if jobs else ""))
 
 
+def _controller(ctx, scontrol: str):
+    """scontrol, or slurmrestd when connectors.slurmrestd.url is configured."""
+    from attribution.drain.slurmrest import controller
+
+    return controller(settings_of(ctx).connectors, scontrol)
+
+
 @drain.command("apply")
-@click.option("--cluster", default=None, help="The Slurm cluster (default: config `cluster`, else scontrol's).")
-@click.option("--scontrol", default="/usr/bin/scontrol", show_default=True)
+@click.option("--cluster", default=None, help="The Slurm cluster (default: config `cluster`, else Slurm's).")
+@click.option("--scontrol", default="/usr/bin/scontrol", show_default=True,
+              help="Unused when connectors.slurmrestd.url is set (drains then go through slurmrestd).")
 @click.option("--dry-run", is_flag=True, help="Decide and print, but drain nothing and record nothing.")
 @click.pass_context
 def drain_apply(ctx: click.Context, cluster: str | None, scontrol: str, dry_run: bool) -> None:
-    """Drain the planned nodes through scontrol, within the policy's safety caps; every decision is audited."""
+    """Drain the planned nodes through scontrol (or slurmrestd), within the policy's safety caps; every decision is
+    audited."""
     from attribution.drain.policy import decide
-    from attribution.drain.slurmctl import Scontrol, SlurmError
+    from attribution.drain.slurmctl import SlurmError
     from attribution.store import drain as sd
 
     policy = _policy(ctx)
-    sc = Scontrol(path=scontrol)
+    sc = _controller(ctx, scontrol)
     cluster = cluster or settings_of(ctx).cluster or sc.cluster_name()
     if not cluster:
         raise click.UsageError("no cluster name: pass --cluster or set `cluster` in the configuration")
@@ -107,14 +116,14 @@ def drain_apply(ctx: click.Context, cluster: str | None, scontrol: str, dry_run:
 @drain.command("resume")
 @click.argument("node")
 @click.option("--cluster", default=None)
-@click.option("--scontrol", default="/usr/bin/scontrol", show_default=True)
+@click.option("--scontrol", default="/usr/bin/scontrol", show_default=True,
+              help="Unused when connectors.slurmrestd.url is set.")
 @click.pass_context
 def drain_resume(ctx: click.Context, node: str, cluster: str | None, scontrol: str) -> None:
     """Give a node back: resume it in Slurm and mark its earlier evidence as handled."""
-    from attribution.drain.slurmctl import Scontrol
     from attribution.store import drain as sd
 
-    sc = Scontrol(path=scontrol)
+    sc = _controller(ctx, scontrol)
     cluster = cluster or settings_of(ctx).cluster or sc.cluster_name()
     if not cluster:
         raise click.UsageError("no cluster name: pass --cluster or set `cluster` in the configuration")

@@ -541,14 +541,16 @@ class SlurmCluster:
 
     def _start_restd(self) -> None:
         """slurmrestd on 127.0.0.1:<restd_port>, JWT only. It stays in the foreground: we keep its process.
-        It refuses to run as root unless told (SLURMRESTD_SECURITY=disable_user_check)."""
+        It runs as nobody: slurmrestd running as root or SlurmUser rejects every token ("Rejecting thread config
+        token for user ...", measured on 24.11.5), and SLURM_JWT=daemon makes it speak auth/jwt to slurmctld with
+        each client's token (without it, the munge plugin refuses every token the same way)."""
         env = self._daemon_env()
-        env["SLURMRESTD_SECURITY"] = "disable_user_check"
+        env["SLURM_JWT"] = "daemon"
         log = open(self.log_dir / "slurmrestd.log", "ab")
         try:
             self._restd_proc = subprocess.Popen(
                 self.argv(["/usr/sbin/slurmrestd", "-f", str(self.conf_path), "-a", "rest_auth/jwt",
-                           f"127.0.0.1:{self.restd_port}"]),
+                           "-u", "nobody", "-g", "nogroup", f"127.0.0.1:{self.restd_port}"]),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env)
         finally:
             log.close()
