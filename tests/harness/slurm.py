@@ -546,10 +546,19 @@ class SlurmCluster:
         each client's token (without it, the munge plugin refuses every token the same way)."""
         env = self._daemon_env()
         env["SLURM_JWT"] = "daemon"
+        # nobody cannot traverse pytest's 0700 /tmp/pytest-of-root (which any new pytest session resets):
+        # it reads a copy of the configuration from a directory of its own (the port lock makes it ours)
+        conf_dir = self.restd_conf_dir
+        shutil.rmtree(conf_dir, ignore_errors=True)
+        conf_dir.mkdir(mode=0o755, parents=True)
+        for f in (self.conf_path, self.gres_conf_path, self.cgroup_conf_path):
+            if f.exists():
+                shutil.copy(f, conf_dir / f.name)
+                os.chmod(conf_dir / f.name, 0o644)
         log = open(self.log_dir / "slurmrestd.log", "ab")
         try:
             self._restd_proc = subprocess.Popen(
-                self.argv(["/usr/sbin/slurmrestd", "-f", str(self.conf_path), "-a", "rest_auth/jwt",
+                self.argv(["/usr/sbin/slurmrestd", "-f", str(conf_dir / "slurm.conf"), "-a", "rest_auth/jwt",
                            "-u", "nobody", "-g", "nogroup", f"127.0.0.1:{self.restd_port}"]),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env)
         finally:
@@ -566,6 +575,10 @@ class SlurmCluster:
             if time.monotonic() > deadline:
                 raise SlurmHarnessError("slurmrestd did not listen within 30 s")
             time.sleep(0.05)
+
+    @property
+    def restd_conf_dir(self) -> Path:
+        return Path("/tmp") / f"attribution-slurmrestd-{self.restd_port}"
 
     @property
     def restd_url(self) -> str:
@@ -662,6 +675,8 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 pass
             self._restd_proc = None
+        if self.with_restd:
+            shutil.rmtree(self.restd_conf_dir, ignore_errors=True)
         if self.munge_socket.parent != self.munge_dir:
             shutil.rmtree(self.munge_socket.parent, ignore_errors=True)
         self._unlock_ports()
