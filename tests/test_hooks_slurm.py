@@ -326,6 +326,25 @@ def test_cancelled_job_is_scheduler(cluster, db):
     assert v is not None and v[0] == "scheduler"
 
 
+def test_timed_out_job_is_scheduler_timeout(cluster, db):
+    """A job killed at its time limit: the environment says 0:0, the controller tells TIMEOUT (22.05: the text's
+    Reason=TimeLimit; 24.11: scontrol's JSON state). A minute: Slurm's time limits are whole minutes."""
+    started = cluster.base / "jobs" / "timeout-started"
+    job = _job(cluster, f"touch {started}; sleep 600", nodes=1)
+    deadline = time.time() + 60
+    while not started.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert started.exists(), "the job's script never started"
+    r = cluster.run(["scontrol", "update", f"JobId={job}", "TimeLimit=1"])
+    assert r.returncode == 0, r.stderr
+    assert cluster.wait_job(job, timeout=180) == "TIMEOUT"
+    _wait_runs(cluster, job, {"epilog-ctld": 1})
+    v = _verdict(db, job, "scheduler")
+    assert v is not None and v[0] == "scheduler", v
+    with db.connect() as c:
+        assert c.execute(text("SELECT state FROM attribution.jobs WHERE job_id = :j"), {"j": job}).scalar() == "TIMEOUT"
+
+
 def test_no_node_is_drained(cluster):
     assert cluster.drained_nodes() == []
     log = (cluster.base / "hooks.log").read_text() if (cluster.base / "hooks.log").exists() else ""

@@ -1,4 +1,4 @@
-"""attribution/slurmrest.py: drains, resumes and node states through slurmrestd (JWT auth), against the real
+"""attribution/drain/slurmrest.py: drains, resumes and node states through slurmrestd (JWT auth), against the real
 slurmrestd 24.11 of the Debian 13 root (tests/harness/debroot.py), and on its recorded answers."""
 
 from __future__ import annotations

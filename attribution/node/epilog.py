@@ -253,6 +253,28 @@ def scontrol_show_job(job_id: str, scontrol: str = "/usr/bin/scontrol", timeout:
     return parse_scontrol_job(r.stdout) if r.returncode == 0 else {}
 
 
+def scontrol_final_state(job_id: str, scontrol: str = "/usr/bin/scontrol", timeout: float = 5.0) -> dict[str, str]:
+    """`scontrol show job --json` where Slurm has a trustworthy one (23.02+, read from the answer's own version):
+    inside EpilogSlurmctld its state list already says TIMEOUT or CANCELLED where the text says COMPLETING
+    (measured on 24.11.5). {} on 22.05, on any failure, or when it says nothing more."""
+    from attribution.scope.slurmjson import json_capable, parse_scontrol_job_json, version_of
+
+    try:
+        r = subprocess.run([scontrol, "show", "job", "--json", str(job_id)], capture_output=True, text=True,
+                           timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if r.returncode != 0 or not r.stdout.lstrip().startswith("{"):
+        return {}
+    try:
+        info = parse_scontrol_job_json(r.stdout)
+    except InputError:
+        return {}
+    if not json_capable(version_of(info.get("SlurmRelease", ""))):
+        return {}
+    return info
+
+
 def job_output_files(env: EpilogEnv, info: Mapping[str, str]) -> list[Path]:
     """The job's stdout and stderr, from the epilog's patterns or scontrol's expanded paths."""
     paths: list[str] = []
@@ -275,6 +297,12 @@ def run_controller(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_
     report = HookReport("controller", env.job_id)
     now = now or datetime.now(UTC)
     info = info if info is not None else scontrol_show_job(env.job_id)
+    if still_completing(info) and not env.failed:
+        # exit 0:0 in the environment and COMPLETING in the text: a newer Slurm's JSON knows the final state
+        better = scontrol_final_state(env.job_id)
+        if better.get("JobState") and not still_completing(better):
+            info = {**info, "JobState": better["JobState"], "Reason": better.get("Reason", info.get("Reason", "")),
+                    "ExitCode": better.get("ExitCode") or info.get("ExitCode", "")}
     cluster = env.cluster or settings.cluster or "default"
     ctx = controller_context(env, info, cluster, now)
     obs: list[Observation] = []

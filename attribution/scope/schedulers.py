@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 
 from attribution.collect.command import run_command
@@ -13,16 +14,38 @@ from attribution.errors import InputError
 from attribution.scope.kueue import Workload, pod_selector, workload_context
 from attribution.scope.sacct import FIELDS, OPTIONAL_FIELDS, SacctJob, parse_sacct, sacct_argv
 from attribution.scope.slurm import EpilogEnv, expand_output_pattern, parse_scontrol_job
+from attribution.scope.slurmjson import json_capable, parse_sacct_json, version_of
 
 #: sacct prints times in the zone of its own process, and takes --starttime/--endtime in it: make that UTC.
 SACCT_ENV = {"TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}
 WORKLOAD_RESOURCE = "workloads.kueue.x-k8s.io"
 
 
+@lru_cache(maxsize=8)
+def _sacct_version(sacct: str, timeout: float) -> tuple[int, int] | None:
+    r = run_command([sacct, "--version"], timeout=timeout)
+    try:
+        return version_of(r.text()) if r.ok else None
+    finally:
+        r.stdout.close()
+
+
 def sacct_jobs(connectors: ConnectorSettings, job: str | None = None, since: datetime | None = None,
                until: datetime | None = None) -> list[SacctJob]:
-    """Jobs from sacct: one job id (with its array tasks), or every job of [since, until)."""
+    """Jobs from sacct: one job id (with its array tasks), or every job of [since, until). `sacct --json` where
+    the version has a trustworthy one (23.02 and newer, detected by `sacct --version`), `sacct -P` otherwise."""
     s = connectors.slurm
+    if json_capable(_sacct_version(s.sacct, s.timeout)):
+        argv = sacct_argv(s.sacct, (), job=job, since=since, until=until)
+        argv = [a for a in argv if a not in ("-P", "--format=")] + ["--json"]
+        r = run_command(argv, timeout=s.timeout, env=SACCT_ENV)
+        try:
+            text = r.text()
+        finally:
+            r.stdout.close()
+        if not r.ok:
+            raise InputError("sacct", r.reason("sacct"))
+        return parse_sacct_json(text, "sacct --json")
     fields = FIELDS
     for _ in range(2):
         r = run_command(sacct_argv(s.sacct, fields, job=job, since=since, until=until), timeout=s.timeout,
@@ -52,8 +75,12 @@ def sacct_job(connectors: ConnectorSettings, job_id: str) -> SacctJob:
 
 
 def job_output_paths(connectors: ConnectorSettings, job: SacctJob) -> list[Path]:
-    """The job's stdout and stderr: scontrol's expanded paths while slurmctld still knows the job, otherwise
-    Slurm's default name (slurm-%j.out, slurm-%A_%a.out for array tasks) in the job's working directory."""
+    """The job's stdout and stderr: sacct's expanded paths (its JSON, 23.02+), else scontrol's while slurmctld
+    still knows the job, otherwise Slurm's default name (slurm-%j.out, slurm-%A_%a.out for array tasks) in the
+    job's working directory."""
+    expanded = [v for v in (job.get("StdOut"), job.get("StdErr")) if v and "%" not in v and v != "/dev/null"]
+    if expanded:
+        return [Path(p) for p in dict.fromkeys(expanded)]
     s = connectors.slurm
     r = run_command([s.scontrol, "show", "job", "-o", job.job_id], timeout=s.timeout)
     try:

@@ -55,6 +55,8 @@ class EpilogEnv:
     job_name: str | None
     array_job_id: str | None
     array_task_id: str | None
+    het_job_id: str | None = None  # the leader's id; SLURM_JOB_ID is the component's own (as sacct's JobIDRaw)
+    restart_count: int = 0  # how often the job was requeued (SLURM_JOB_RESTART_COUNT)
 
     @property
     def failed(self) -> bool:
@@ -86,7 +88,9 @@ def parse_env(env: Mapping[str, str]) -> EpilogEnv:
         start=_epoch(env.get("SLURM_JOB_START_TIME")), end=_epoch(env.get("SLURM_JOB_END_TIME")),
         gpus=env.get("SLURM_JOB_GPUS"), stdout=env.get("SLURM_JOB_STDOUT"), stderr=env.get("SLURM_JOB_STDERR"),
         work_dir=env.get("SLURM_JOB_WORK_DIR"), job_name=env.get("SLURM_JOB_NAME"),
-        array_job_id=env.get("SLURM_ARRAY_JOB_ID"), array_task_id=env.get("SLURM_ARRAY_TASK_ID"))
+        array_job_id=env.get("SLURM_ARRAY_JOB_ID"), array_task_id=env.get("SLURM_ARRAY_TASK_ID"),
+        het_job_id=env.get("SLURM_HET_JOB_ID"),
+        restart_count=int(env["SLURM_JOB_RESTART_COUNT"]) if env.get("SLURM_JOB_RESTART_COUNT", "").isdigit() else 0)
 
 
 @dataclass(frozen=True)
