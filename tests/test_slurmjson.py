@@ -81,6 +81,18 @@ def test_array_and_het_job_ids_agree_between_hooks_and_sacct():
     assert parse_env(_env("epilogctld-het-0.env")).het_job_id == het
 
 
+def test_a_requeued_job_is_its_last_run():
+    """`scontrol requeue` of a running job: the same id runs again (after Slurm's 2-minute requeue delay);
+    `sacct -D` lists both runs."""
+    txt = (DATA / "sacct-requeued-D.txt").read_text()
+    assert [ln.split("|")[2] for ln in txt.splitlines()[1:] if "." not in ln.split("|")[0]] == ["REQUEUED", "FAILED"]
+    for jobs in (parse_sacct(txt), parse_sacct_json((DATA / "sacct-requeued-D.json").read_text())):
+        assert len(jobs) == 1
+        j = jobs[0]
+        assert (j.job_id, j.state, j.get("ExitCode"), j.get("Start")) == ("1", "FAILED", "4:0", "2026-12-01T09:40:06")
+    assert parse_sacct_json((DATA / "sacct-requeued-D.json").read_text())[0].get("Restarts") == "1"
+
+
 def test_epilog_environment_of_24_11_gives_the_job_window():
     env = parse_env(_env("epilog-failed-node1.env"))
     assert env.context == "epilog_slurmd" and env.node == "node1" and env.nodes == ("node1", "node2")

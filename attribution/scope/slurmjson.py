@@ -71,6 +71,8 @@ def base_state(states: Any) -> str:
     if isinstance(states, str):
         states = [states]
     words = [str(s).upper() for s in states or []]
+    if "PENDING" in words and "REQUEUED" in words:
+        return "REQUEUED"  # as the text says of a requeued run (sacct -D)
     for w in words:
         if w not in _FLAGS:
             return w
@@ -117,8 +119,9 @@ def _tres(items: Any) -> str:
 
 
 def parse_sacct_json(text: str, origin: str = "sacct --json") -> list[SacctJob]:
-    """`sacct --json` to its jobs (steps lend their task count), with the text form's field names."""
-    jobs = []
+    """`sacct --json` to its jobs (steps lend their task count), with the text form's field names. A requeued job
+    listed once per run (sacct -D): the last run wins, as in the text."""
+    jobs: dict[str, SacctJob] = {}
     for j in _load(text, origin)["jobs"]:
         if not isinstance(j, dict):
             continue
@@ -145,9 +148,9 @@ def parse_sacct_json(text: str, origin: str = "sacct --json") -> list[SacctJob]:
             "StdOut": j.get("stdout_expanded") or "", "StdErr": j.get("stderr_expanded") or "",
             "Restarts": str(num(j.get("restart_cnt")) or 0),
         }
-        jobs.append(SacctJob(job_id=fields["JobIDRaw"], display_id=fields["JobID"],
-                             fields=MappingProxyType(fields), tasks=tasks))
-    return jobs
+        jobs[fields["JobIDRaw"]] = SacctJob(job_id=fields["JobIDRaw"], display_id=fields["JobID"],
+                                            fields=MappingProxyType(fields), tasks=tasks)
+    return list(jobs.values())
 
 
 def parse_scontrol_job_json(text: str, origin: str = "scontrol show job --json") -> dict[str, str]:
