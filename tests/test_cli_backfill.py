@@ -22,6 +22,7 @@ from sqlalchemy import text
 from attribution.cli import main
 from attribution.config import ConnectorSettings
 from attribution.scope.schedulers import sacct_jobs
+from attribution.scope.slurmjson import json_capable, version_of
 
 pytestmark = pytest.mark.slurm
 UTC = timezone.utc
@@ -106,6 +107,11 @@ def test_sacct_lists_jobs_not_steps_and_copes_with_22_05_fields(live):
     ids = {j.display_id: j for j in jobs}
     gpu = ids[live.jobs["gpu"]]
     assert gpu.state == "FAILED" and gpu.get("ExitCode") == "3:0" and gpu.tasks == 4
+    # 24.11 is read through sacct --json (its expanded output path is only there), 22.05 through the text
+    json_used = json_capable(version_of(live.version))
+    assert json_used == (live.version.startswith("24.")) and (gpu.get("StdOut") is not None) == json_used
+    if json_used:
+        assert gpu.get("StdOut") == f"{live.work_dir}/slurm-{live.jobs['gpu']}.out"
     assert ids[live.jobs["ok"]].state == "COMPLETED"
     assert {f"{live.jobs['array']}_1", f"{live.jobs['array']}_2"} <= set(ids)
     assert ids[live.jobs["cancel"]].state == "CANCELLED"
