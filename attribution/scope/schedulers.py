@@ -4,6 +4,7 @@ scope adapters in `sacct` and `kueue`; every failure becomes an InputError namin
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -21,8 +22,13 @@ SACCT_ENV = {"TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}
 WORKLOAD_RESOURCE = "workloads.kueue.x-k8s.io"
 
 
-@lru_cache(maxsize=8)
 def _sacct_version(sacct: str, timeout: float) -> tuple[int, int] | None:
+    """The version of the sacct that `sacct` names now (resolved on PATH: another PATH, another sacct)."""
+    return _version_of_binary(shutil.which(sacct) or sacct, timeout)
+
+
+@lru_cache(maxsize=8)
+def _version_of_binary(sacct: str, timeout: float) -> tuple[int, int] | None:
     r = run_command([sacct, "--version"], timeout=timeout)
     try:
         return version_of(r.text()) if r.ok else None
