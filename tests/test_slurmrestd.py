@@ -58,6 +58,20 @@ def test_controller_is_scontrol_unless_slurmrestd_is_configured(tmp_path):
         from_settings(SlurmrestdSettings(url="http://ctl:6820"))
 
 
+def test_the_slurmrestd_settings_are_checked():
+    from attribution.config import parse_connectors
+
+    ok = parse_connectors({"slurmrestd": {"url": "https://ctl:6820", "user": "attribution", "token_file": "/x",
+                                          "api_version": "v0.0.41", "timeout": 5}}, "c.yaml")
+    assert ok.slurmrestd.api_version == "v0.0.41" and ok.slurmrestd.user == "attribution"
+    with pytest.raises(ConfigError, match="c.yaml: connectors.slurmrestd.api_version: expected e.g. v0.0.42"):
+        parse_connectors({"slurmrestd": {"url": "http://ctl", "api_version": "0.0.42"}}, "c.yaml")
+    with pytest.raises(ConfigError, match="unknown setting.*password"):
+        parse_connectors({"slurmrestd": {"url": "http://ctl", "password": "x"}}, "c.yaml")
+    with pytest.raises(ConfigError, match="timeout must be a positive"):
+        parse_connectors({"slurmrestd": {"url": "http://ctl", "timeout": 0}}, "c.yaml")
+
+
 def test_node_names_are_checked_before_any_request():
     c = Slurmrestd("http://127.0.0.1:9", "root", "t", api_version="v0.0.42")
     with pytest.raises(SlurmError, match="refusing node name"):
