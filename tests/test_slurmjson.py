@@ -1,5 +1,5 @@
-"""attribution/scope/slurmjson.py and the 24.11 epilog environment, on outputs recorded from the real Slurm 24.11.5 of the
-Debian 13 root (tests/data/slurm24, how they were made: docs/slurm.md): the JSON and the text of the same jobs
+"""attribution/scope/slurmjson.py and the 24.11 epilog environment, on outputs recorded from the real Slurm 24.11.5 of
+the Debian 13 root (tests/data/slurm24, how they were made: docs/slurm.md): the JSON and the text of the same jobs
 must tell the same story, and the hooks, sacct and scontrol must agree on every job's id."""
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ from pathlib import Path
 __all__ = ["ensure_root", "RootRunner", "RootBuildError", "debian_mirror", "python_binds", "CACHE_DIR"]
 
 SUITE = "trixie"
-PACKAGES = ["slurmctld", "slurmd", "slurmdbd", "slurm-client", "slurmrestd", "slurm-wlm-jwt-plugin", "munge", "mariadb-server",
-            "mariadb-client",
+PACKAGES = ["slurmctld", "slurmd", "slurmdbd", "slurm-client", "slurmrestd", "slurm-wlm-jwt-plugin", "munge",
+            "mariadb-server", "mariadb-client",
             # what the host's Python (the hooks' venv) links against, beside glibc
             "libssl3t64", "libffi8", "libsqlite3-0", "zlib1g", "libbz2-1.0", "liblzma5"]
 RECIPE = "3"  # bump when the build steps change

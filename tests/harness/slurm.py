@@ -20,8 +20,9 @@ Typical use::
 
 The ports are fixed (configurable). ``start()`` takes a machine-wide lock per port
 (flock on ``/tmp/attribution-slurm-port-<port>.lock``) and holds it until ``stop()``:
-two test runs on one machine wait for each other instead of failing.  Hooks (Prolog/Epilog/EpilogSlurmctld) run as root with an environment
-that Slurm builds from scratch: no PATH, and none of ``extra_env``.
+two test runs on one machine wait for each other instead of failing.
+Hooks (Prolog/Epilog/EpilogSlurmctld) run as root with an environment that Slurm
+builds from scratch: no PATH, and none of ``extra_env``.
 """
 
 from __future__ import annotations
@@ -221,7 +222,8 @@ class SlurmCluster:
             self.install_seconds = 0.0
             return 0.0
         if self.root is not None:
-            raise SlurmHarnessError(f"{self.root} lacks {self.missing_binaries()}: rebuild it (tests/harness/debroot.py)")
+            raise SlurmHarnessError(f"{self.root} lacks {self.missing_binaries()}: rebuild it "
+                                    f"(tests/harness/debroot.py)")
         if os.geteuid() != 0:
             raise SlurmHarnessError(f"Slurm packages missing ({self.missing_binaries()}) and not root")
         pkgs = SLURM_PACKAGES + (ACCOUNTING_PACKAGES if self.with_accounting else [])
