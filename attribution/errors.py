@@ -2,6 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem found in an input (a rule pack, a configuration file): where, and what. Text only at the edge."""
+
+    path: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}" if self.line else f"{self.path}: {self.message}"
+
 
 class AttributionError(Exception):
     """Base of every error this package raises on purpose."""
@@ -19,11 +33,15 @@ class InputError(AttributionError):
 
 
 class RulePackError(AttributionError):
-    """A rule pack with problems; `problems` holds every one as 'path:line: message'."""
+    """A rule pack with problems; `problems` holds every one (a `Problem`: path, line, message)."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[Problem]) -> None:
         self.problems = list(problems)
-        super().__init__("\n".join(self.problems))
+        super().__init__("\n".join(map(str, self.problems)))
+
+
+class PolicyError(RulePackError):
+    """A drain policy that cannot be used: a kind that must never drain a node, an unknown kind, a twice-used id."""
 
 
 class StoreError(AttributionError):

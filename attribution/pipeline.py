@@ -14,7 +14,7 @@ from attribution.correlate.rootcause import correlate
 from attribution.errors import InputError
 from attribution.extract.events import extract
 from attribution.model import Coverage, Event, ExecutionContext, Observation, Verdict
-from attribution.rulepack.load import RuleSet
+from attribution.rulepack.values import RuleSet
 from attribution.scope.bundle import check_storable, load_context, scheduler_observations
 
 

@@ -8,7 +8,7 @@ from attribution.collect.joblog import JobLineParser, looks_labelled
 from attribution.collect.joboutput import node_of_file, parse_job_text
 from attribution.extract.events import extract
 from attribution.model import ExecutionContext
-from attribution.rulepack.load import AllLines
+from tests.harness.prefilters import AllLines
 from attribution.timeparse import YearGuesser
 
 UTC = timezone.utc

@@ -14,7 +14,7 @@ from attribution.cli import main
 from attribution.collect.kubelogs import collect_pod_logs, logs_argv
 from attribution.config import KubernetesSettings
 from attribution.scope.kueue import PodPlacement, workload_context
-from attribution.rulepack.load import AllLines
+from tests.harness.prefilters import AllLines
 
 from .conftest import INCIDENTS, ROOT
 from .harness import kubectl as fake_kubectl

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from attribution.collect.localfiles import collect_files
 from attribution.config import FileSourceSettings
 from attribution.model import ExecutionContext
-from attribution.rulepack.load import AllLines
+from tests.harness.prefilters import AllLines
 
 UTC = timezone.utc
 CTX = ExecutionContext(cluster="c", job_id="77", nodes=("gpu1", "gpu2"), start=datetime(2026, 3, 10, tzinfo=UTC),

@@ -15,7 +15,7 @@ from attribution.collect.loki import (LokiAnswerError, Pager, Stream, collect_lo
                                       stream_selector)
 from attribution.config import LokiSettings
 from attribution.model import ExecutionContext
-from attribution.rulepack.load import AllLines
+from tests.harness.prefilters import AllLines
 
 from .harness.loki import Blackhole, FakeLoki, parse_logql, utc_ns
 

@@ -68,7 +68,7 @@ def test_readme_quick_start_is_two_commands_and_ci_runs_the_second():
 
 
 def test_every_rule_file_type_is_documented():
-    from attribution.rulepack.load import FILE_TYPES
+    from attribution.rulepack.yamlload import FILE_TYPES
 
     doc = (ROOT / "docs" / "rules.md").read_text()
     for ftype in FILE_TYPES:

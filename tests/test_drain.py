@@ -92,7 +92,7 @@ def test_the_policy_refuses_symptoms_and_application_causes(tmp_path):
     shutil.copytree(ROOT / "rules", d)
     p = d / "drain-policy.yaml"
     p.write_text(p.read_text().replace("kinds: [nvlink_error]", "kinds: [nvlink_error, xid_45_cleanup, cuda_oom]"))
-    problems = policy_problems(load_rules(d))
+    problems = [p.message for p in policy_problems(load_rules(d))]
     assert any("'xid_45_cleanup' is a symptom" in x for x in problems)
     assert any("'cuda_oom' is a cause of outcome application" in x for x in problems)
     r = subprocess.run([sys.executable, "-m", "attribution.cli", "rules", "check", str(d)], capture_output=True,

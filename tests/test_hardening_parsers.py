@@ -27,7 +27,7 @@ from attribution.correlate.rootcause import correlate
 from attribution.errors import InputError
 from attribution.extract.events import extract
 from attribution.model import ExecutionContext, Observation
-from attribution.rulepack.load import AllLines
+from tests.harness.prefilters import AllLines
 from attribution.scope.bundle import parse_context
 from attribution.serialize import (context_from_json, context_to_json, coverage_from_json, coverage_to_json,
                                    event_from_json, event_to_json)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from attribution.collect.textio import line_bounds
-from attribution.rulepack.load import Prefilter
+from attribution.rulepack.prefilter import Prefilter
 
 from .conftest import CASES, INCIDENTS, bundles
 

@@ -23,7 +23,7 @@ def _copy(tmp_path):
 def _problems(directory) -> list[str]:
     with pytest.raises(RulePackError) as exc:
         load_rules(directory)
-    return exc.value.problems
+    return [str(p) for p in exc.value.problems]
 
 
 def test_the_shipped_pack_loads(ruleset):
@@ -124,3 +124,44 @@ def test_rules_check_command_fails_with_locations(tmp_path):
     assert any(x.startswith(f"{d}/local.yaml:3: rule local.x: example does not match") for x in lines), r.stdout
     assert any("near-miss matches" in x for x in lines)
     assert "Traceback" not in r.stderr
+
+
+def _line_of(path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+@pytest.mark.parametrize("name, text", [
+    ("catalogs/xid.yaml", "action: reset_gpu"),
+    ("kinds.yaml", "action: drain_node"),
+    ("job-states.yaml", "action: resubmit"),
+    ("metrics.yaml", "action: drain_node"),
+])
+def test_an_unknown_action_anywhere_in_the_pack_is_refused_with_its_line(tmp_path, name, text):
+    """One vocabulary of actions (rules/schema/defs.schema.json) for every schema: a typo never reaches a verdict."""
+    d = _copy(tmp_path)
+    p = d / name
+    line = _line_of(p, text)
+    p.write_text(p.read_text().replace(text, text.replace(text.split(": ")[1], "drain_nodes"), 1))
+    probs = [x for x in _problems(d) if "drain_nodes" in x]
+    assert probs and all(x.startswith(f"{p}:{line}: ") for x in probs), probs
+
+
+def test_a_rule_action_outside_the_vocabulary_is_refused(tmp_path):
+    d = _copy(tmp_path)
+    (d / "local.yaml").write_text(
+        "type: rules\nrules:\n  - id: local.x\n    source: job\n    pattern: 'zz'\n    kind: nccl_error\n"
+        "    action: drain_nodes\n    examples: {match: [{line: zz}], no_match: [y]}\n")
+    assert [x for x in _problems(d) if "drain_nodes" in x] == [
+        f"{d}/local.yaml:7: rules/0/action: 'drain_nodes' is not one of ['none', 'resubmit', 'fix_application', "
+        f"'reset_gpu', 'drain_node', 'inspect_fabric', 'inspect_network', 'investigate']"]
+
+
+def test_a_rule_without_a_near_miss_is_refused_with_its_line(tmp_path):
+    d = _copy(tmp_path)
+    (d / "local.yaml").write_text(
+        "type: rules\nrules:\n  - id: local.x\n    source: job\n    pattern: 'zz'\n    kind: nccl_error\n"
+        "    examples: {match: [{line: zz}]}\n  - id: local.y\n    source: job\n    pattern: 'yy'\n"
+        "    kind: nccl_error\n    examples: {match: [{line: yy}], no_match: []}\n")
+    probs = _problems(d)
+    assert any(x.startswith(f"{d}/local.yaml:7: rules/0/examples: 'no_match' is a required property") for x in probs)
+    assert any(x.startswith(f"{d}/local.yaml:12: rules/1/examples/no_match: [] should be non-empty") for x in probs)

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from attribution.errors import InputError
 from attribution.extract.events import extract
 from attribution.model import Coverage, Event, ExecutionContext
-from attribution.rulepack.load import RuleSet
+from attribution.rulepack.values import RuleSet
 from attribution.scope.bundle import context_from_mapping, scheduler_observations
 from attribution.serialize import coverage_from_json, event_from_json
 from attribution.store.writer import CONTEXT_RANK

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from attribution.config import ServiceSettings, Settings
-from attribution.rulepack.load import RuleSet
+from attribution.rulepack.values import RuleSet
 from attribution.api.auth import TokenTable
 from attribution.api.blocking import Lane
 from attribution.api.jobgate import JobGate

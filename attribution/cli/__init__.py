@@ -26,7 +26,7 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except RulePackError as exc:
             for p in exc.problems:
-                click.echo(p, err=True)
+                click.echo(str(p), err=True)
             sys.exit(EXIT_BAD_INPUT)
         except (InputError, ConfigError) as exc:
             click.echo(f"attribution: {exc}", err=True)

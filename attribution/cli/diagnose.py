@@ -76,20 +76,27 @@ def rules() -> None:
 
 @rules.command("check")
 @click.argument("directory", type=click.Path(path_type=Path), required=False)
-def rules_check(directory: Path | None) -> None:
+@click.option("--hook-filter", "hook_filter", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="The node hook's filter file to compare with the pack (default: hooks/suspicious.patterns "
+                   "beside the pack, when there is one).")
+def rules_check(directory: Path | None, hook_filter: Path | None) -> None:
     """Validate a rule pack; every problem printed as path:line: message; exit 1 if any."""
     from attribution.rulepack.check import check_pack
 
-    problems, summary = check_pack(directory)
-    if not problems:  # the metric rules' examples (rules/metrics.yaml) run through their own engine
-        from attribution.extract.metrics import check_examples
-        from attribution.rulepack.check import example_context
-        from attribution.rulepack.load import load_rules
-
-        problems = check_examples(load_rules(directory), example_context())
+    problems, summary = check_pack(directory, hook_filter)
     for p in problems:
-        click.echo(p)
+        click.echo(str(p))
     if problems:
         click.echo(f"{len(problems)} problem(s)", err=True)
         sys.exit(EXIT_PROBLEMS)
     click.echo(summary)
+
+
+@rules.command("filter")
+@click.argument("directory", type=click.Path(path_type=Path), required=False)
+def rules_filter(directory: Path | None) -> None:
+    """Print the node hook's grep filter generated from the pack (attribution rules filter > hooks/suspicious.patterns)."""
+    from attribution.rulepack.hookfilter import filter_text
+    from attribution.rulepack.load import load_rules
+
+    click.echo(filter_text(load_rules(directory)), nl=False)

@@ -16,13 +16,9 @@ UTC = timezone.utc
 
 
 def _policy(ctx):
-    from attribution.drain.policy import PolicyError, load_policy
-    from attribution.errors import InputError
+    from attribution.drain.policy import load_policy
 
-    try:
-        return load_policy(ruleset_of(ctx))
-    except PolicyError as exc:
-        raise InputError("drain policy", "; ".join(exc.problems)) from None
+    return load_policy(ruleset_of(ctx))  # a PolicyError is a RulePackError: its problems, exit 2
 
 
 def _actor() -> str:

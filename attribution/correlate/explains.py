@@ -14,7 +14,7 @@ import heapq
 from typing import Iterator
 
 from attribution.model import Event
-from attribution.rulepack.load import CausalGraph, Edge
+from attribution.rulepack.values import CausalGraph, Edge
 
 #: Log stamps often have one-second resolution: an event in the same second as its explainer is "after" it.
 SAME_NODE_TOLERANCE = 1.0

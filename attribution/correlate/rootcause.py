@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 from attribution.correlate.explains import Placed, Relation
 from attribution.model import INFRASTRUCTURE_OUTCOMES, Coverage, Event, ExecutionContext, Symptom, Verdict
-from attribution.rulepack.load import CausalGraph, RuleSet
+from attribution.rulepack.values import CausalGraph, RuleSet
 
 
 def job_window(ctx: ExecutionContext, graph: CausalGraph) -> tuple[datetime | None, datetime | None]:

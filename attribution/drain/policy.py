@@ -8,15 +8,14 @@ cap it drains nothing more and says why. Node names are validated before any sco
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from attribution.errors import PolicyError, Problem
 from attribution.model import INFRASTRUCTURE_OUTCOMES
-from attribution.rulepack.load import RuleSet
+from attribution.rulepack.values import Condition, DrainPolicy, RuleSet
 
 #: Slurm node names: letters, digits, and . _ - (no spaces, quotes, brackets or shell characters).
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -28,82 +27,37 @@ def valid_node_name(name: str) -> bool:
     return bool(NODE_NAME.match(name or ""))
 
 
-@dataclass(frozen=True)
-class Condition:
-    id: str
-    min_count: int
-    window_days: int
-    label: str
-    score: float
-    kinds: tuple[str, ...] = ()
-    per: str | None = None
-    distinct: str | None = None
-    culprit_distinct: str | None = None
-
-
-@dataclass(frozen=True)
-class DrainPolicy:
-    version: str
-    reason_prefix: str
-    max_fraction_drained: float
-    min_nodes_allowed: int
-    max_drains_per_hour: int
-    conditions: tuple[Condition, ...]
-    document: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def caps(self) -> dict:
-        return {"max_fraction_drained": self.max_fraction_drained, "min_nodes_allowed": self.min_nodes_allowed,
-                "max_drains_per_hour": self.max_drains_per_hour}
-
-
-class PolicyError(ValueError):
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(problems))
-
-
-def policy_problems(ruleset: RuleSet) -> list[str]:
+def policy_problems(ruleset: RuleSet) -> list[Problem]:
     """What is wrong with the pack's drain policy beyond its schema: unknown kinds, kinds that must never drain."""
     docs = ruleset.document("drain_policy")
     if len(docs) != 1:
-        return [f"{ruleset.root}: expected exactly one drain policy file (type: drain_policy), found {len(docs)}"]
+        return [Problem(ruleset.root, None, f"expected exactly one drain policy file (type: drain_policy), "
+                                            f"found {len(docs)}")]
     origin, doc = docs[0]
     problems = []
     ids = set()
     for c in doc["conditions"]:
         if c["id"] in ids:
-            problems.append(f"{origin}: condition id {c['id']!r} used twice")
+            problems.append(Problem(origin, None, f"condition id {c['id']!r} used twice"))
         ids.add(c["id"])
         for kind in c.get("kinds", []):
             spec = ruleset.kinds.get(kind)
             if spec is None:
-                problems.append(f"{origin}: condition {c['id']}: unknown kind {kind!r}")
+                problems.append(Problem(origin, None, f"condition {c['id']}: unknown kind {kind!r}"))
             elif spec.role != "cause" or spec.outcome not in INFRASTRUCTURE_OUTCOMES:
-                problems.append(f"{origin}: condition {c['id']}: kind {kind!r} is a {spec.role}"
-                                f"{' of outcome ' + spec.outcome if spec.outcome else ''}; only infrastructure "
-                                f"causes may drain a node")
+                problems.append(Problem(origin, None, f"condition {c['id']}: kind {kind!r} is a {spec.role}"
+                                        f"{' of outcome ' + spec.outcome if spec.outcome else ''}; only "
+                                        f"infrastructure causes may drain a node"))
     return problems
 
 
 def load_policy(ruleset: RuleSet) -> DrainPolicy:
+    """The pack's drain policy (built when the pack was loaded), once it passes `policy_problems`."""
     problems = policy_problems(ruleset)
     if problems:
         raise PolicyError(problems)
-    _, doc = ruleset.document("drain_policy")[0]
-    caps = doc["caps"]
-    conds = []
-    for c in doc["conditions"]:
-        culprit = c.get("culprit_of_failed_jobs")
-        conds.append(Condition(id=c["id"], min_count=int(c["min_count"]), window_days=int(c["window_days"]),
-                               label=c.get("label") or c["id"], score=float(c["score"]),
-                               kinds=tuple(c.get("kinds", ())), per=c.get("per"), distinct=c.get("distinct"),
-                               culprit_distinct=culprit["distinct"] if culprit else None))
-    version = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
-    return DrainPolicy(version=version, reason_prefix=doc["reason_prefix"],
-                       max_fraction_drained=float(caps["max_fraction_drained"]),
-                       min_nodes_allowed=int(caps.get("min_nodes_allowed", 0)),
-                       max_drains_per_hour=int(caps["max_drains_per_hour"]), conditions=tuple(conds), document=doc)
+    assert ruleset.drain_policy is not None  # exactly one policy document: policy_problems checked it
+    return ruleset.drain_policy
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Iterable, Mapping
 
 from attribution.model import Event, ExecutionContext, Observation
-from attribution.rulepack.load import SPECIAL_GROUPS, Rule, RuleSet
+from attribution.rulepack.values import SPECIAL_GROUPS, Rule, RuleSet
 from attribution.timeparse import TimeError, parse_iso, resolve_zone
 
 

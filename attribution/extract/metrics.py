@@ -16,39 +16,20 @@ Xid 79 becomes the same `gpu_fallen_off_bus` as a kernel `NVRM: Xid ... 79` line
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
+from attribution.errors import Problem
 from attribution.extract.events import normalize_gpu
 from attribution.samples import MetricSeries
 from attribution.model import Event, ExecutionContext
-from attribution.rulepack.load import RuleSet
+from attribution.rulepack.values import MetricRule, RuleSet
 
 UTC = timezone.utc
 LABEL_ROLES = ("node", "gpu", "gpu_index", "uuid")
 TRIGGERS = ("increase", "change_to_nonzero")
-
-
-@dataclass(frozen=True, slots=True)
-class MetricRule:
-    id: str
-    metric: str
-    trigger: str
-    labels: Mapping[str, str]  # label role -> label name
-    kind: str | None = None
-    catalog: str | None = None
-    code: int | None = None
-    min_increase: float = 1.0
-    role: str | None = None
-    action: str | None = None
-    severity: str | None = None
-    examples: tuple[Mapping[str, Any], ...] = ()
-    path: str = ""
-
-    def label(self, role: str) -> str | None:
-        return self.labels.get(role)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,18 +45,10 @@ class Change:
 
 def metric_rules(ruleset: RuleSet, label_overrides: Mapping[str, str] | None = None) -> tuple[MetricRule, ...]:
     """The metric rules of a loaded pack, with label names from the pack, the rule, then the configuration."""
-    out: list[MetricRule] = []
-    for shown, data in ruleset.document("metric_rules"):
-        defaults = dict(data.get("labels") or {})
-        for r in data["rules"]:
-            labels = {**defaults, **(r.get("labels") or {}), **dict(label_overrides or {})}
-            out.append(MetricRule(
-                id=r["id"], metric=r["metric"], trigger=r["trigger"], labels=MappingProxyType(labels),
-                kind=r.get("kind"), catalog=r.get("catalog"), code=r.get("code"),
-                min_increase=float(r.get("min_increase", 1)), role=r.get("role"), action=r.get("action"),
-                severity=r.get("severity"), examples=tuple(MappingProxyType(dict(e)) for e in r["examples"]),
-                path=shown))
-    return tuple(out)
+    if not label_overrides:
+        return ruleset.metric_rules
+    return tuple(replace(r, labels=MappingProxyType({**r.labels, **dict(label_overrides)}))
+                 for r in ruleset.metric_rules)
 
 
 def changes(trigger: str, samples: Iterable[tuple[float, float]], min_increase: float = 1.0) -> list[Change]:
@@ -201,24 +174,24 @@ def example_series(rule: MetricRule, example: Mapping[str, Any], node: str) -> M
     return MetricSeries(rule.metric, labels, samples, origin="example")
 
 
-def check_examples(ruleset: RuleSet, ctx: ExecutionContext) -> list[str]:
-    """Every metric rule's examples, run through `evaluate`: `path: message` per problem."""
-    problems: list[str] = []
+def check_examples(ruleset: RuleSet, ctx: ExecutionContext) -> list[Problem]:
+    """Every metric rule's examples, run through `evaluate`: a `Problem` (path, message) each."""
+    problems: list[Problem] = []
     rules = metric_rules(ruleset)
     for rule in rules:
         for n, ex in enumerate(rule.examples):
             series = example_series(rule, ex, ctx.nodes[0])
             got = [e for e in evaluate(ruleset, ctx, [rule], [series]) if e.rule == rule.id]
             want = list(ex["expect"])
-            where = f"{rule.path}: metric rule {rule.id}: example {n + 1} (values {list(ex['values'])})"
+            where = f"metric rule {rule.id}: example {n + 1} (values {list(ex['values'])})"
             if len(got) != len(want):
-                problems.append(f"{where}: gives {len(got)} event(s) "
-                                f"{[(_step(e), e.kind, e.code) for e in got]}, expected {len(want)}")
+                problems.append(Problem(rule.path, None, f"{where}: gives {len(got)} event(s) "
+                                        f"{[(_step(e), e.kind, e.code) for e in got]}, expected {len(want)}"))
                 continue
             for ev, exp in zip(got, want):
                 bad = _mismatch(ev, exp)
                 if bad:
-                    problems.append(f"{where}: {bad}")
+                    problems.append(Problem(rule.path, None, f"{where}: {bad}"))
     return problems
 
 

@@ -23,7 +23,7 @@ from attribution.config import Settings
 from attribution.errors import InputError, StoreError
 from attribution.extract.events import extract
 from attribution.model import Coverage, Event, ExecutionContext, Observation
-from attribution.rulepack.load import RuleSet
+from attribution.rulepack.values import RuleSet
 from attribution.scope.bundle import scheduler_observations
 from attribution.serialize import (context_from_json, context_to_json, coverage_from_json, coverage_to_json, event_from_json,
                         event_to_json)

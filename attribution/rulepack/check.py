@@ -1,8 +1,8 @@
-"""Checking a rule pack: schema and semantics (rulepack) plus every rule's own examples.
+"""Checking a rule pack: schema and semantics (rulepack) plus every rule's own examples and the hook filter.
 
 Each rule carries real lines it must match (with the fields it must produce) and near-misses it must not.
 The examples go through the same collector parsing and prefilter as real logs, so a prefix the parser does
-not understand, or a prefilter that misses the line, is caught here too.
+not understand, or a prefilter that misses the line, is caught here too. Every problem is a `Problem`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from typing import Any
 
 from attribution.collect.joboutput import parse_job_text
 from attribution.collect.nodelogs import NodeLogSpec, parse_node_text
-from attribution.errors import RulePackError
+from attribution.errors import Problem, RulePackError
 from attribution.extract.events import extract, normalize_gpu
 from attribution.model import Event, ExecutionContext, Observation
-from attribution.rulepack.load import Rule, RuleSet, load_rules
+from attribution.rulepack import hookfilter
+from attribution.rulepack.load import load_rules
+from attribution.rulepack.values import Rule, RuleSet
 
 EXAMPLE_NODES = ("node0", "node1", "node2", "node3")
 
@@ -48,44 +50,52 @@ def _value_matches(ev: Event, key: str, want: Any) -> bool:
     return have == want
 
 
-def check_examples(ruleset: RuleSet) -> list[str]:
-    problems: list[str] = []
+def check_examples(ruleset: RuleSet) -> list[Problem]:
+    problems: list[Problem] = []
     for rule in ruleset.rules:
         problems.extend(_check_rule(ruleset, rule))
     return problems
 
 
-def _check_rule(ruleset: RuleSet, rule: Rule) -> list[str]:
+def _check_rule(ruleset: RuleSet, rule: Rule) -> list[Problem]:
     out = []
-    where = f"{rule.path}:{rule.line}"
     for ex in rule.examples:
         evs = [e for e in events_for_line(ruleset, ex.source, ex.line) if e.rule == rule.id]
         if not evs:
-            out.append(f"{where}: rule {rule.id}: example does not match: {ex.line[:160]!r}")
+            out.append(Problem(rule.path, rule.line, f"rule {rule.id}: example does not match: {ex.line[:160]!r}"))
             continue
         ok = any(all(_value_matches(e, k, v) for k, v in ex.expect.items()) for e in evs)
         if not ok:
             got = {k: (getattr(evs[0], k, None) if k != "fields" else dict(evs[0].fields)) for k in ex.expect}
-            out.append(f"{where}: rule {rule.id}: example gives {got}, expected {dict(ex.expect)}: {ex.line[:120]!r}")
+            out.append(Problem(rule.path, rule.line, f"rule {rule.id}: example gives {got}, expected "
+                                                     f"{dict(ex.expect)}: {ex.line[:120]!r}"))
     for line in rule.no_match:
         evs = [e for e in events_for_line(ruleset, rule.source, line) if e.rule == rule.id]
         if evs:
-            out.append(f"{where}: rule {rule.id}: near-miss matches but must not: {line[:160]!r}")
+            out.append(Problem(rule.path, rule.line, f"rule {rule.id}: near-miss matches but must not: {line[:160]!r}"))
     return out
 
 
-def check_pack(directory: Path | None) -> tuple[list[str], str]:
-    """All problems of a pack (empty when it is good) and a one-line summary."""
+def check_pack(directory: Path | None, hook_filter: Path | None = None) -> tuple[list[Problem], str]:
+    """All problems of a pack (empty when it is good) and a one-line summary. `hook_filter`: the node hook's
+    filter file to compare with the pack's (default: hooks/suspicious.patterns beside the pack, if there is one)."""
     try:
         rs = load_rules(directory)
     except RulePackError as exc:
         return exc.problems, ""
     from attribution.drain.policy import policy_problems
+    from attribution.extract.metrics import check_examples as check_metric_examples
 
     from attribution.extract.counters import check_examples as counter_examples, counter_rules
 
     problems = check_examples(rs) + (policy_problems(rs) if rs.document("drain_policy") else [])
     problems += counter_examples(rs, example_context())
+    problems += hookfilter.rule_problems(rs)
+    filter_path = hook_filter or hookfilter.default_filter_path(Path(rs.root))
+    if filter_path is not None:
+        problems += hookfilter.file_problems(rs, filter_path)
+    if not problems:  # the metric rules' examples (rules/metrics.yaml) run through their own engine
+        problems = check_metric_examples(rs, example_context())
     n_ex = sum(len(r.examples) + len(r.no_match) for r in rs.rules)
     n_ex += sum(len(r.examples) for r in counter_rules(rs))
     summary = (f"{rs.root}: {len(rs.rules)} rules, {len(rs.kinds)} kinds, "

@@ -26,6 +26,9 @@ from pathlib import Path
 
 import atheris
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: tests.harness
+from tests.harness.prefilters import AllLines  # noqa: E402
+
 with atheris.instrument_imports(include=["attribution"]):
     from attribution.node import spool
     from attribution.collect.fabricmanager import FabricManagerLineParser
@@ -36,7 +39,7 @@ with atheris.instrument_imports(include=["attribution"]):
     from attribution.correlate.rootcause import correlate
     from attribution.extract.events import extract
     from attribution.model import ExecutionContext, Observation
-    from attribution.rulepack.load import AllLines, load_rules
+    from attribution.rulepack.load import load_rules
     from attribution.timeparse import resolve_zone
 
 ROOT = Path(__file__).resolve().parents[2]

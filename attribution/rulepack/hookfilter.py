@@ -1,0 +1,84 @@
+"""The node hook's cheap filter, generated from the pack: the fixed strings of every node-side rule.
+
+The Slurm epilog greps this node's kernel and Fabric Manager logs with `grep -F -f hooks/suspicious.patterns`
+before it starts Python; a job that exited 0 with no line matching the filter is not looked at. So every line a
+node-side rule can match must contain one of the filter's strings, or its fault is silently lost. Each such rule
+names its strings (`hook_filter:`); `attribution rules filter` writes the file from them, and `rules check`
+fails when a rule's example misses its own strings or the file on disk is not what the pack generates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attribution.errors import Problem
+from attribution.rulepack.values import Rule, RuleSet
+
+#: The sources the hook filters (its kernel log and Fabric Manager log; `node` is journald's other units).
+HOOK_SOURCES = frozenset({"kernel", "fabricmanager", "node"})
+#: Where the hooks read the filter, relative to the directory holding the rule pack (the repository layout).
+FILTER_BESIDE_PACK = Path("hooks") / "suspicious.patterns"
+
+
+def node_side(rule: Rule) -> bool:
+    return bool(set(rule.sources) & HOOK_SOURCES)
+
+
+def hook_filter(ruleset: RuleSet) -> list[str]:
+    """The filter's lines: every node-side rule's strings, each once, in the pack's order."""
+    out: dict[str, None] = {}
+    for rule in ruleset.rules:
+        if node_side(rule):
+            out.update(dict.fromkeys(rule.hook_filter))
+    return list(out)
+
+
+def filter_text(ruleset: RuleSet) -> str:
+    return "".join(f"{s}\n" for s in hook_filter(ruleset))
+
+
+def rule_problems(ruleset: RuleSet) -> list[Problem]:
+    """Node-side rules without filter strings, and node examples their own strings miss."""
+    out = []
+    for rule in ruleset.rules:
+        if not node_side(rule):
+            continue
+        if not rule.hook_filter:
+            out.append(Problem(rule.path, rule.line, f"rule {rule.id}: a rule of a node source needs hook_filter "
+                                                     f"(the fixed strings the node hook greps for)"))
+            continue
+        for ex in rule.examples:
+            if ex.source in HOOK_SOURCES and not any(s in ex.line for s in rule.hook_filter):
+                out.append(Problem(rule.path, rule.line, f"rule {rule.id}: example holds none of its hook_filter "
+                                                         f"strings, the node hook would skip it: {ex.line[:120]!r}"))
+    return out
+
+
+def file_problems(ruleset: RuleSet, path: Path) -> list[Problem]:
+    """Where the filter file on disk differs from the one the pack generates (each side, with its line)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        return [Problem(str(path), None, f"unreadable hook filter: {exc}")]
+    have = set(lines)
+    want = hook_filter(ruleset)
+    out = []
+    for rule in ruleset.rules:
+        if node_side(rule):
+            for s in rule.hook_filter:
+                if s not in have:
+                    out.append(Problem(rule.path, rule.line, f"rule {rule.id}: the hook filter {path} lacks {s!r}, "
+                                                             f"so the node hook would skip this rule's lines "
+                                                             f"(regenerate it: attribution rules filter > {path})"))
+    wanted = set(want)
+    for no, line in enumerate(lines, 1):
+        if line not in wanted:
+            out.append(Problem(str(path), no, f"{line!r} is no node rule's hook_filter string "
+                                              f"(regenerate: attribution rules filter > {path})"))
+    return out
+
+
+def default_filter_path(pack: Path) -> Path | None:
+    """The repository's hook filter beside a pack (rules/ and hooks/ side by side), when there is one."""
+    cand = Path(pack).resolve().parent / FILTER_BESIDE_PACK
+    return cand if cand.is_file() else None

@@ -1,0 +1,241 @@
+"""The values of a loaded rule pack: frozen, valid, built once by `rulepack.load` (the engine never re-checks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from attribution.rulepack.prefilter import Prefilter
+
+#: Capture group names with a meaning for the engine; rules may capture others, they become event fields.
+SPECIAL_GROUPS = frozenset({"gpu", "code", "rank", "host", "ts", "node", "task"})
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    name: str
+    role: str
+    summary: str
+    outcome: str | None = None
+    action: str | None = None
+    severity: str = "info"
+    hint: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    when: tuple[tuple[str, Any], ...]
+    kind: str
+    action: str | None = None
+    severity: str | None = None
+
+    def applies(self, fields: Mapping[str, str]) -> bool:
+        for name, rx in self.when:
+            value = fields.get(name)
+            if value is None or not rx.search(value):
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogEntry:
+    code: int
+    kind: str
+    action: str | None = None
+    severity: str | None = None
+    mnemonic: str | None = None
+    description: str | None = None
+    variants: tuple[Variant, ...] = ()
+    fields: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    name: str
+    entries: Mapping[int, CatalogEntry]
+    default: CatalogEntry | None
+    provenance: Mapping[str, Any]
+
+    def lookup(self, code: int | None) -> CatalogEntry | None:
+        if code is not None and code in self.entries:
+            return self.entries[code]
+        return self.default
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    line: str
+    source: str
+    expect: Mapping[str, Any]
+    ref: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    source: str
+    sources: tuple[str, ...]
+    pattern: str
+    regex: Any
+    prefilter: str
+    hook_filter: tuple[str, ...]
+    kind: str | None
+    catalog: str | None
+    code: int | None
+    role: str | None
+    action: str | None
+    severity: str | None
+    require_flags: frozenset[str]
+    unless_kinds: frozenset[str]
+    unless_flags: frozenset[str]
+    set_fields: tuple[tuple[str, str], ...]
+    examples: tuple[Example, ...]
+    no_match: tuple[str, ...]
+    path: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    kinds: frozenset[str] = frozenset()
+    outcomes: frozenset[str] = frozenset()
+    roles: frozenset[str] = frozenset()
+    sources: frozenset[str] = frozenset()
+
+    def matches(self, kind: str, outcome: str | None, role: str, source: str) -> bool:
+        if self.kinds and kind not in self.kinds:
+            return False
+        if self.outcomes and outcome not in self.outcomes:
+            return False
+        if self.roles and role not in self.roles:
+            return False
+        if self.sources and source not in self.sources:
+            return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    id: str
+    causes: Selector
+    explains: Selector
+    locality: str  # gpu | node | job
+    within_seconds: int | None
+    link_fields: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CausalGraph:
+    edges: tuple[Edge, ...]
+    before_start_seconds: int = 300
+    after_end_seconds: int = 300
+    clock_skew_seconds: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StateDecision:
+    outcome: str
+    action: str
+    confidence: str
+    culprit: str = "none"
+    final: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JobStates:
+    states: Mapping[str, StateDecision]
+    failed: StateDecision
+
+    def decide(self, state: str) -> StateDecision:
+        return self.states.get(state, self.failed)
+
+@dataclass(frozen=True, slots=True)
+class MetricRule:
+    """Which change of a metric series is a fault event (rules/metrics.yaml; evaluated by extract.metrics)."""
+
+    id: str
+    metric: str
+    trigger: str
+    labels: Mapping[str, str]  # label role -> label name
+    kind: str | None = None
+    catalog: str | None = None
+    code: int | None = None
+    min_increase: float = 1.0
+    role: str | None = None
+    action: str | None = None
+    severity: str | None = None
+    examples: tuple[Mapping[str, Any], ...] = ()
+    path: str = ""
+
+    def label(self, role: str) -> str | None:
+        return self.labels.get(role)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition of the drain policy: how many faults of which kinds within how many days."""
+
+    id: str
+    min_count: int
+    window_days: int
+    label: str
+    score: float
+    kinds: tuple[str, ...] = ()
+    per: str | None = None
+    distinct: str | None = None
+    culprit_distinct: str | None = None
+
+
+@dataclass(frozen=True)
+class DrainPolicy:
+    """The drain policy (rules/drain-policy.yaml): its conditions and its safety caps."""
+
+    version: str
+    reason_prefix: str
+    max_fraction_drained: float
+    min_nodes_allowed: int
+    max_drains_per_hour: int
+    conditions: tuple[Condition, ...]
+    document: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def caps(self) -> dict:
+        return {"max_fraction_drained": self.max_fraction_drained, "min_nodes_allowed": self.min_nodes_allowed,
+                "max_drains_per_hour": self.max_drains_per_hour}
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    root: str
+    version: str
+    kinds: Mapping[str, KindSpec]
+    rules: tuple[Rule, ...]
+    catalogs: Mapping[str, Catalog]
+    graph: CausalGraph
+    job_states: JobStates
+    metric_rules: tuple[MetricRule, ...] = ()
+    drain_policy: DrainPolicy | None = None
+    documents: Mapping[str, tuple[tuple[str, Any], ...]] = field(default_factory=dict)
+    _by_source: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False)
+    _sets: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    _prefilters: Mapping[str, Prefilter] = field(default_factory=dict, repr=False)
+
+    def rules_for(self, source: str) -> tuple[Rule, ...]:
+        return self._by_source.get(source, ())
+
+    def matching(self, source: str, text: str) -> list[Rule]:
+        """Rules of `source` whose pattern matches `text` (one RE2 set pass, then only those rules run)."""
+        s = self._sets.get(source)
+        if s is None:
+            return []
+        idx = s.Match(text)
+        if not idx:
+            return []
+        rules = self._by_source[source]
+        return [rules[i] for i in sorted(idx)]
+
+    def prefilter(self, source: str) -> Prefilter:
+        return self._prefilters.get(source) or Prefilter(())
+
+    def document(self, type_: str) -> list[tuple[str, Any]]:
+        """The validated documents of a type as loaded, `(path, data)` each (the drain policy's checks read them)."""
+        return list(self.documents.get(type_, ()))
