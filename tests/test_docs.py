@@ -10,7 +10,7 @@ import click
 from attribution.cli import main
 from attribution.config import DatabaseSettings, EpilogSettings, ServiceSettings, Settings
 
-from .conftest import ROOT
+from tests.conftest import ROOT
 
 
 def _docs_text() -> str:

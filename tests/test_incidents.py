@@ -16,7 +16,7 @@ import yaml
 from attribution.pipeline import diagnose_bundle
 from attribution.reports.render import verdict_to_dict
 
-from .conftest import CASES, INCIDENTS, ROOT, bundles
+from tests.conftest import CASES, INCIDENTS, ROOT, bundles
 
 SHARED = ROOT.parent / "shared" / "incidents"
 

@@ -11,8 +11,8 @@ from attribution.pipeline import diagnose_bundle, diagnose_observations
 from attribution.reports.render import verdict_to_dict
 from attribution.scope.bundle import load_context
 
-from .conftest import INCIDENTS
-from .harness.logs import utc, write_context, write_kernel_log
+from tests.conftest import INCIDENTS
+from tests.harness.logs import utc, write_context, write_kernel_log
 
 
 def _json(ruleset, bundle):

@@ -20,11 +20,11 @@ from attribution.config import (ConnectorSettings, FileSourceSettings, Kubernete
                                 PrometheusSettings)
 from attribution.pipeline import diagnose_bundle, diagnose_kueue_workload, diagnose_static
 
-from .conftest import INCIDENTS, ROOT
-from .harness import kubectl as fake_kubectl
-from .harness.incident_sources import bundle_streams, dcgm_history
-from .harness.loki import Blackhole, FakeLoki
-from .harness.prometheus import PrometheusHarnessError, PrometheusServer, openmetrics
+from tests.conftest import INCIDENTS, ROOT
+from tests.harness import kubectl as fake_kubectl
+from tests.harness.incident_sources import bundle_streams, dcgm_history
+from tests.harness.loki import Blackhole, FakeLoki
+from tests.harness.prometheus import PrometheusHarnessError, PrometheusServer, openmetrics
 
 UTC = timezone.utc
 XID79 = INCIDENTS / "01-xid79-fallen-off-bus"

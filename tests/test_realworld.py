@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import ROOT, bundles
-from .test_incidents import _check
+from tests.conftest import ROOT, bundles
+from tests.test_incidents import _check
 
 REALWORLD = ROOT / "tests" / "realworld"
 

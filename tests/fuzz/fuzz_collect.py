@@ -14,7 +14,7 @@ The first byte of an input picks the target, the rest is the data:
   6  the spool decoder (may only raise SpoolCorrupt)
 Anything else raised is a crash: libFuzzer stops, writes the input to crash-<sha1> (see -artifact_prefix) and exits
 non-zero. An input that runs longer than -timeout seconds is a crash too (catastrophic backtracking, quadratic loops).
-tests/test_hardening_fuzz.py runs this for a bounded time box in CI.
+tests/hardening/test_fuzz.py runs this for a bounded time box in CI.
 """
 
 from __future__ import annotations

@@ -1,0 +1,102 @@
+"""The store commands on the embedded default: what a new user runs on a machine with no PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from attribution.store.migrate import head
+
+from tests.conftest import INCIDENTS
+
+
+def run(home, *args):
+    env = dict(os.environ, ATTRIBUTION_HOME=str(home))
+    env.pop("ATTRIBUTION_DATABASE_URL", None)
+    env.pop("ATTRIBUTION_CONFIG", None)
+    return subprocess.run([sys.executable, "-m", "attribution.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+def _server_running(home) -> bool:
+    pid = home / "pg" / "postmaster.pid"
+    return pid.exists()
+
+
+def test_demo_on_the_embedded_database(tmp_path):
+    r = run(tmp_path, "demo", "--weeks", "3")
+    assert r.returncode == 0, r.stderr
+    assert "== 12 example incidents" in r.stdout
+    assert "04-xid74-nvlink                  nvlink" in r.stdout
+    assert "recurring faults" in r.stdout and "dgx017" in r.stdout and "nvlink_error" in r.stdout
+    assert not _server_running(tmp_path), "the embedded server must be stopped after the command"
+
+
+def test_ingest_twice_then_status(tmp_path):
+    b = str(INCIDENTS / "03-xid94-contained-ecc")
+    first = run(tmp_path, "ingest", b)
+    assert first.returncode == 0, first.stderr
+    assert "new verdict" in first.stdout and "gpu_hardware" in first.stdout
+    again = run(tmp_path, "ingest", b)
+    assert " 0 new event(s), verdict unchanged" in again.stdout
+    st = run(tmp_path, "db", "status")
+    assert st.returncode == 0 and f"revision  {head()} (newest {head()})" in st.stdout
+
+
+def test_db_start_keeps_the_server_until_db_stop(tmp_path):
+    assert run(tmp_path, "db", "start").returncode == 0
+    assert run(tmp_path, "ingest", str(INCIDENTS / "06-ib-link-down")).returncode == 0
+    assert _server_running(tmp_path)
+    assert run(tmp_path, "db", "stop").returncode == 0
+    assert not _server_running(tmp_path)
+
+
+def test_unreachable_configured_database_is_exit_3_with_one_line(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("database:\n  url: postgresql+psycopg://nobody@127.0.0.1:1/none\n  connect_timeout: 1\n")
+    r = run(tmp_path, "--config", str(cfg), "db", "upgrade")
+    assert r.returncode == 3
+    assert r.stderr.startswith("attribution: database:") and "Traceback" not in r.stderr
+
+
+def test_world_readable_password_file_is_refused(tmp_path):
+    secret = tmp_path / "pw"
+    secret.write_text("hunter2")
+    secret.chmod(0o644)
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"database:\n  url: postgresql+psycopg://writer@127.0.0.1:1/none\n  password_file: {secret}\n")
+    r = run(tmp_path, "--config", str(cfg), "db", "status")
+    assert r.returncode == 2
+    assert "readable by others" in r.stderr and "hunter2" not in r.stderr + r.stdout
+
+
+def test_db_upgrade_loads_the_packs_drain_policy_so_the_view_answers_from_the_start(pg_url):
+    """drain_candidates evaluates the loaded policy: a database fresh from `db upgrade` has the rule pack's, not
+    none until someone runs `drain plan`; one loaded later is not replaced by the next upgrade."""
+    from click.testing import CliRunner
+    from sqlalchemy import create_engine, text
+
+    from attribution.cli import main
+    from attribution.drain.policy import load_policy
+    from attribution.rulepack.load import load_rules
+
+    env = {"ATTRIBUTION_DATABASE_URL": pg_url}
+    r = CliRunner().invoke(main, ["db", "upgrade"], env=env)
+    assert r.exit_code == 0, r.output
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect() as c:
+            versions = [v for (v,) in c.execute(text("SELECT version FROM attribution.drain_policies"))]
+            assert versions == [load_policy(load_rules()).version]
+            assert c.execute(text("SELECT count(*) FROM attribution.drain_conditions")).scalar() > 0
+            assert c.execute(text("SELECT count(*) FROM attribution.drain_candidates")).scalar() == 0
+            c.execute(text("INSERT INTO attribution.drain_policies (version, reason_prefix, caps, document, "
+                           "loaded_at) VALUES ('operator-loaded', 'x', '{}', '{}', now() + interval '1 hour')"))
+            c.commit()
+        assert CliRunner().invoke(main, ["db", "upgrade"], env=env).exit_code == 0
+        with engine.connect() as c:
+            assert c.execute(text("SELECT version FROM attribution.drain_policies "
+                                  "ORDER BY loaded_at DESC LIMIT 1")).scalar() == "operator-loaded"
+    finally:
+        engine.dispose()

@@ -1,0 +1,92 @@
+"""The line prefilter: Hyperscan and RE2 select the same lines, and every line a rule matches is selected."""
+
+from __future__ import annotations
+
+import pytest
+
+from attribution.collect.textio import line_bounds
+from attribution.rulepack.prefilter import Prefilter
+
+from tests.conftest import CASES, INCIDENTS, bundles
+
+
+def _lines(block: bytes, offsets: list[int]) -> set[int]:
+    return {line_bounds(block, o)[0] for o in offsets}
+
+
+def _sources(ruleset) -> list[str]:
+    return sorted({s for r in ruleset.rules for s in r.sources})
+
+
+def test_hyperscan_is_the_engine_here(ruleset):
+    """On x86-64 Linux (this machine, CI) the fast engine is the one in use, not the fallback."""
+    pf = ruleset.prefilter("job")
+    pf.find(b"warm-up\n")
+    assert pf._hs is not None
+
+
+def _examples_block(ruleset, source: str) -> bytes:
+    lines = []
+    for r in ruleset.rules_for(source):
+        lines += [ex.line for ex in r.examples] + list(r.no_match)
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.mark.parametrize("source", ["job", "kernel", "fabricmanager", "node", "scheduler"])
+def test_both_engines_select_the_same_lines_of_the_rule_examples(ruleset, source):
+    pf = ruleset.prefilter(source)
+    block = _examples_block(ruleset, source)
+    _same_or_spanning(pf, block, source)
+
+
+def _same_or_spanning(pf, block: bytes, what) -> None:
+    """Hyperscan only skips windows without a match: the lines are RE2's exactly."""
+    assert _lines(block, pf.find(block)) == _lines(block, pf.find_re2(block)), what
+
+
+@pytest.mark.parametrize("source", ["job", "kernel", "fabricmanager", "node", "scheduler"])
+def test_every_example_a_rule_matches_is_selected(ruleset, source):
+    """For a multi-line record (a traceback, the three-line 'fallen off the bus') some line of it is selected:
+    the collector walks to the record's other lines from there."""
+    pf = ruleset.prefilter(source)
+    for r in ruleset.rules_for(source):
+        for ex in r.examples:
+            block = b"noise before\n" + ex.line.encode() + b"\nnoise after\n"
+            first = len(b"noise before\n")
+            record = range(first, first + len(ex.line.encode()))
+            assert any(s in record for s in _lines(block, pf.find(block))), (r.id, ex.line)
+
+
+def test_both_engines_select_the_same_lines_of_every_example_bundle(ruleset):
+    checked = 0
+    for b in bundles(INCIDENTS) + bundles(CASES):
+        for path in sorted(b.rglob("*.log")) + sorted(b.rglob("*.out")) + sorted(b.rglob("*.err")):
+            source = "job" if "job" in path.parts else ("fabricmanager" if "fabric" in path.name else "kernel")
+            pf = ruleset.prefilter(source)
+            block = path.read_bytes()
+            _same_or_spanning(pf, block, path)
+            checked += 1
+    assert checked > 60
+
+
+def test_a_pattern_hyperscan_refuses_falls_back_to_re2():
+    pf = Prefilter([r"\p{Greek}+", "plain"])  # RE2 accepts Unicode scripts, Hyperscan (bytes mode) does not
+    assert pf.find("a plain line, λόγος\n".encode()) == [2]  # one offset per line
+    assert pf._hs is None
+
+
+def test_a_match_running_past_its_line_does_not_hide_the_next_line():
+    """`:\\s*(.*)$` matches past the newline; the next line's own match must still be found."""
+    pf = Prefilter([r"[A-Za-z]+Error(?::\s*(?:.*))?$", r"\bChildFailedError\b"])
+    block = b"x\nValueError:\nChildFailedError happened\ny\n"
+    assert _lines(block, pf.find(block)) == _lines(block, pf.find_re2(block)) == {2, 14}
+
+
+def test_windows_are_cut_at_line_ends(ruleset):
+    """A match on a line that straddles a window boundary is found, and a long hostile line costs one RE2
+    search, not a callback per byte."""
+    pf = ruleset.prefilter("job")
+    filler = b"step 1 loss 2.0\n" * (Prefilter.WINDOW // 16 - 1)
+    line = b"RuntimeError: CUDA error: an illegal memory access was encountered" + b"\t" * (1 << 20)
+    block = filler + b"xxxx" + line + b"\n" + filler
+    assert _lines(block, pf.find(block)) == {len(filler)}
