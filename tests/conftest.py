@@ -28,6 +28,17 @@ def bundles(folder: Path) -> list[Path]:
 
 pytest_plugins = ["tests.harness.pg"]
 
+#: Markers that make a test slow whatever it does: a real Slurm cluster, Prometheus server or browser.
+SLOW_BY_NATURE = ("slurm", "prometheus", "browser")
+
+
+def pytest_collection_modifyitems(items):
+    """`slow` (left out by `scripts/test --fast`): every Slurm, Prometheus and browser test, besides the tests
+    marked slow by hand (over ~3 s on two busy cores)."""
+    for item in items:
+        if any(item.get_closest_marker(m) for m in SLOW_BY_NATURE) and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def slurm24_root():

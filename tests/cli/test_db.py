@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from attribution.store.migrate import head
 
 from tests.conftest import INCIDENTS
@@ -24,6 +26,7 @@ def _server_running(home) -> bool:
     return pid.exists()
 
 
+@pytest.mark.slow
 def test_demo_on_the_embedded_database(tmp_path):
     r = run(tmp_path, "demo", "--weeks", "3")
     assert r.returncode == 0, r.stderr
@@ -33,6 +36,7 @@ def test_demo_on_the_embedded_database(tmp_path):
     assert not _server_running(tmp_path), "the embedded server must be stopped after the command"
 
 
+@pytest.mark.slow
 def test_ingest_twice_then_status(tmp_path):
     b = str(INCIDENTS / "03-xid94-contained-ecc")
     first = run(tmp_path, "ingest", b)
@@ -44,6 +48,7 @@ def test_ingest_twice_then_status(tmp_path):
     assert st.returncode == 0 and f"revision  {head()} (newest {head()})" in st.stdout
 
 
+@pytest.mark.slow
 def test_db_start_keeps_the_server_until_db_stop(tmp_path):
     assert run(tmp_path, "db", "start").returncode == 0
     assert run(tmp_path, "ingest", str(INCIDENTS / "06-ib-link-down")).returncode == 0
@@ -52,6 +57,7 @@ def test_db_start_keeps_the_server_until_db_stop(tmp_path):
     assert not _server_running(tmp_path)
 
 
+@pytest.mark.slow
 def test_unreachable_configured_database_is_exit_3_with_one_line(tmp_path):
     cfg = tmp_path / "config.yaml"
     cfg.write_text("database:\n  url: postgresql+psycopg://nobody@127.0.0.1:1/none\n  connect_timeout: 1\n")

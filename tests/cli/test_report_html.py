@@ -31,6 +31,7 @@ def run(url: str | None, *args):
                           timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_report_job_draws_the_stored_verdict_like_diagnose(store, pg_url, ruleset, browser, tmp_path):  # noqa: F811
     for name in ("04-xid74-nvlink", "10-node-fail-no-logs"):
@@ -56,6 +57,7 @@ def test_report_job_draws_the_stored_verdict_like_diagnose(store, pg_url, rulese
     assert same == facts, "the stored job's page says what the bundle's page says"
 
 
+@pytest.mark.slow
 def test_report_job_of_an_unknown_job_is_one_line_and_exit_2(store, pg_url, tmp_path):
     r = run(pg_url, "report", "job", "nowhere", "1", "--out", str(tmp_path / "x.html"))
     assert r.returncode == 2
@@ -63,6 +65,7 @@ def test_report_job_of_an_unknown_job_is_one_line_and_exit_2(store, pg_url, tmp_
     assert not (tmp_path / "x.html").exists()
 
 
+@pytest.mark.slow
 def test_report_bad_times_are_exit_2(store, pg_url, tmp_path):
     r = run(pg_url, "report", "job", "kestrel", "90417", "--out", str(tmp_path / "x.html"), "--start", "yesterday")
     assert r.returncode == 2 and r.stderr.startswith("attribution: --start:") and "Traceback" not in r.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -49,6 +50,7 @@ def _placed(ruleset, spec):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=event_sets())
+@pytest.mark.slow
 def test_the_index_agrees_with_every_pair(ruleset, spec):
     placed = _placed(ruleset, spec)
     causes = [p for p in placed if p.ev.role == "cause"]

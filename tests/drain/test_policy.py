@@ -108,6 +108,7 @@ def _plan(store, ruleset, cluster=None):
     return sd.candidates(store, cluster)
 
 
+@pytest.mark.slow
 def test_generated_history_plans_the_faulty_nodes_with_reasons(ruleset, store, tmp_path):
     jobs = history(weeks=8, end=NOW)
     for j in jobs:
@@ -137,6 +138,7 @@ def _ingest_node_events(ruleset, store, cluster, job_id, nodes, events_by_node, 
     ingest(ruleset, store, ctx, evs, [], "bundle")
 
 
+@pytest.mark.slow
 def test_a_storm_of_symptoms_across_500_nodes_drains_nothing(ruleset, store):
     xid45 = _events(ruleset, "NVRM: Xid (PCI:0000:1b:00): 45, pid=1818990, name=python3, Ch 00000001 caused by "
                              "previous Xid 149")
@@ -154,6 +156,7 @@ def test_a_storm_of_symptoms_across_500_nodes_drains_nothing(ruleset, store):
     assert _plan(store, ruleset, "storm") == []
 
 
+@pytest.mark.slow
 def test_a_fleet_wide_misfire_drains_no_more_than_the_cap(ruleset, store, tmp_path):
     """A rule misfires on 40 % of 500 nodes: the plan lists them all, apply drains the cap and says so."""
     xid79 = _events(ruleset, "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off "
@@ -228,6 +231,7 @@ def _cli(store, tmp_path, *args):
                           timeout=120)
 
 
+@pytest.mark.slow
 def test_plan_and_the_view_agree(ruleset, store, tmp_path):
     for j in history(weeks=8, end=NOW, seed=3):
         ingest_bundle(ruleset, store, write_bundle(j, tmp_path))

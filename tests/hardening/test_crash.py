@@ -26,6 +26,8 @@ from attribution.fleetgen import history, write_bundle
 from tests.conftest import INCIDENTS, ROOT
 from tests.harness.storecheck import check_consistent, snapshot
 
+pytestmark = pytest.mark.slow  # processes killed at random points, many times over
+
 ROUNDS = 5  # fresh databases
 KILLS_PER_ROUND = 10  # SIGKILLed ingests per database, then one run to completion
 HEAVY = ("04-xid74-nvlink", "05-nvswitch-fatal-sxid")
@@ -96,7 +98,6 @@ class ForkedIngest:
         self.wait()
 
 
-@pytest.mark.slow
 def test_ingest_killed_at_random_points_leaves_a_consistent_store(workload, ruleset, pg_url, pg_server, pg_template,
                                                                   tmp_path):
     home = tmp_path / "home"

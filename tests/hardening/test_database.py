@@ -66,6 +66,7 @@ def _spooled_then_flushed_once(node: Node, engine, pg_url: str) -> None:
     assert _stored(engine, node.job_id) == (1, 1, "gpu_hardware")
 
 
+@pytest.mark.slow
 def test_refused_connections_spool_within_the_budget_then_flush_stores_once(tmp_path, pg_url, proxy):
     engine = create_engine(pg_url)
     node = Node(tmp_path / "n1", url_via(pg_url, proxy.port), "9101")  # nothing listens there

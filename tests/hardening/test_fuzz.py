@@ -14,7 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import CASES, INCIDENTS, ROOT, bundles
+
+pytestmark = pytest.mark.slow  # a coverage-guided fuzz run for a fixed time box
 
 
 FUZZER = ROOT / "tests" / "fuzz" / "fuzz_collect.py"

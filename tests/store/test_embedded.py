@@ -163,6 +163,7 @@ def test_stop_then_start_keeps_data(embedded_factory):
     pg.stop()
 
 
+@pytest.mark.slow
 def test_stale_postmaster_pid_after_kill9_is_recovered(embedded_factory):
     pg = embedded_factory()
     pg.ensure_running()
@@ -184,6 +185,7 @@ def test_stale_postmaster_pid_after_kill9_is_recovered(embedded_factory):
     pg.stop()
 
 
+@pytest.mark.slow
 def test_stale_postmaster_pid_naming_a_live_foreign_process(embedded_factory):
     """After a reboot the pid in postmaster.pid may belong to some other live process."""
     pg = embedded_factory()
@@ -204,6 +206,7 @@ def test_stale_postmaster_pid_naming_a_live_foreign_process(embedded_factory):
     pg.stop()
 
 
+@pytest.mark.slow
 def test_two_processes_ensure_running_at_once(embedded_factory):
     pg = embedded_factory()
     go = embedded_factory.tmp_dir / "go"

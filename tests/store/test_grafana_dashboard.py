@@ -14,6 +14,8 @@ from sqlalchemy import text
 from tests.conftest import ROOT
 from tests.harness.demo_store import demo_store  # noqa: F401  (fixture)
 
+pytestmark = pytest.mark.slow  # a generated fleet history behind every dashboard query
+
 GRAFANA = ROOT / "sql" / "grafana"
 DASHBOARD = GRAFANA / "attribution-fleet.json"
 VIEWS = {"job_verdicts", "fault_events", "node_faults_weekly", "recurring_faults", "drain_candidates"}
