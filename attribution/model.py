@@ -15,38 +15,9 @@ from typing import Mapping
 
 UTC = timezone.utc
 
-#: Roles an event can play (spec/verdict.md "Roles").
-ROLES = ("cause", "symptom", "context")
-
-#: Outcomes, closed list (spec/verdict.md "Outcomes").
-OUTCOMES = (
-    "gpu_hardware",
-    "nvlink",
-    "nvswitch_fabric",
-    "network",
-    "host",
-    "application",
-    "scheduler",
-    "unknown",
-    "none",
-)
-
-#: Outcomes whose causes are infrastructure faults: they name culprit nodes.
+#: Outcomes whose causes are infrastructure faults: they name culprit nodes. (The closed lists of roles,
+#: outcomes and actions are the rule pack's vocabulary: rules/schema/defs.schema.json.)
 INFRASTRUCTURE_OUTCOMES = frozenset({"gpu_hardware", "nvlink", "nvswitch_fabric", "network", "host"})
-
-ACTIONS = (
-    "none",
-    "resubmit",
-    "fix_application",
-    "reset_gpu",
-    "drain_node",
-    "inspect_fabric",
-    "inspect_network",
-    "investigate",
-)
-
-#: Sources of observations.
-SOURCES = ("kernel", "fabricmanager", "job", "node", "scheduler", "metrics")
 
 
 def _frozen_map(m: Mapping | None) -> Mapping:

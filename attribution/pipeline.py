@@ -26,10 +26,9 @@ class Diagnosis:
     verdict: Verdict
 
 
-def attribute(ruleset: RuleSet, ctx: ExecutionContext, events: list[Event], coverage: list[Coverage],
-              max_symptoms: int | None = None) -> Verdict:
-    """Re-attribute a job from events already extracted (e.g. read back from the store)."""
-    return correlate(ruleset, ctx, events, coverage, max_symptoms=max_symptoms)
+def scheduler_events(ruleset: RuleSet, ctx: ExecutionContext) -> list[Event]:
+    """The scheduler's word on a job (its state, the failed node) as events, the way the controller hook makes them."""
+    return extract(ruleset, ctx, scheduler_observations(ctx))
 
 
 def diagnose_observations(ruleset: RuleSet, ctx: ExecutionContext, observations: list[Observation],
@@ -264,3 +263,53 @@ def diagnose_static(ruleset: RuleSet, connectors, context_file: Path, max_sympto
     """`attribution diagnose --context FILE`: a context written by hand (context.yaml, spec/bundle.md), the
     evidence from the configured connectors."""
     return diagnose_live(ruleset, connectors, load_context(Path(context_file)), max_symptoms=max_symptoms)
+
+
+# -- drain: the policy over the stored history, decided within the caps, acted on through Slurm -------------
+
+
+def drain_plan(engine, policy, cluster: str | None = None) -> list:
+    """The nodes the policy would drain now (drain candidates, best first), for one cluster or all."""
+    from attribution.store import drain as sd
+
+    sd.load_policy(engine, policy)
+    return sd.candidates(engine, cluster)
+
+
+def drain_apply(engine, policy, slurm, cluster: str, actor: str, dry_run: bool = False) -> list[tuple]:
+    """Decide on the cluster's candidates within the policy's caps and drain through `slurm` (drain.slurmctl's
+    Scontrol); every decision is audited unless `dry_run`. Returns (decision, word, detail) per candidate."""
+    from datetime import datetime, timedelta, timezone
+
+    from attribution.drain.policy import decide
+    from attribution.drain.slurmctl import SlurmError
+    from attribution.store import drain as sd
+
+    cands = drain_plan(engine, policy, cluster)
+    recent = sd.applied_since(engine, cluster, datetime.now(timezone.utc) - timedelta(hours=1))
+    rows = []
+    for d in decide(cands, slurm.nodes(), policy, recent):
+        word, detail = d.decision, d.detail
+        if d.decision == "apply":
+            if dry_run:
+                word, detail = "would apply", "dry run"
+            else:
+                try:
+                    slurm.drain(d.candidate.node, d.candidate.reason)
+                    word = "applied"
+                except SlurmError as exc:
+                    word, detail = "failed", str(exc)
+        rows.append((d, word, detail))
+    if not dry_run:
+        sd.audit(engine, cluster, rows, policy.version, actor)
+    return rows
+
+
+def drain_resume(open_engine, slurm, cluster: str, node: str, actor: str) -> int:
+    """Give a node back: resume it in Slurm, then (`open_engine()`: a context manager giving the engine) mark its
+    earlier evidence handled. Returns how many events were marked."""
+    from attribution.store import drain as sd
+
+    slurm.resume(node)
+    with open_engine() as engine:
+        return sd.record_resume(engine, cluster, node, actor, "resumed by attribution drain resume")

@@ -5,68 +5,33 @@ database refuses, and knows nothing of HTTP.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any, Mapping
 
 from attribution.errors import InputError
-from attribution.extract.events import extract
-from attribution.model import Coverage, Event, ExecutionContext
 from attribution.rulepack.values import RuleSet
-from attribution.scope.bundle import context_from_mapping, scheduler_observations
-from attribution.serialize import coverage_from_json, event_from_json
-from attribution.store.writer import CONTEXT_RANK
+from attribution.serialize import Report, context_from_document, report_from_json
+from attribution.store.jobs import CONTEXT_PRECEDENCE
 
-#: Sources a report may name: those whose rank decides whose job context wins in the store.
-REPORT_SOURCES = tuple(CONTEXT_RANK)
-
-
-@dataclass(frozen=True)
-class Report:
-    """One job's events and coverage from one reporter."""
-
-    context: ExecutionContext
-    events: tuple[Event, ...]
-    coverage: tuple[Coverage, ...]
-    source: str
-    telemetry: Mapping[str, Any] | None = None  # {node: (prolog, epilog)} counter snapshots
+#: Sources a report may name: those whose precedence decides whose job context wins in the store.
+REPORT_SOURCES = tuple(CONTEXT_PRECEDENCE)
 
 
 def parse_report(doc: Mapping[str, Any], origin: str = "payload", max_events: int | None = None) -> Report:
     """An epilog payload ({"type": "ingest", "source", "context", "events", "coverage"}) to a Report."""
-    if not isinstance(doc, Mapping):
-        raise InputError(origin, "expected a JSON object")
-    if doc.get("type", "ingest") != "ingest":
-        raise InputError(origin, f"unknown payload type {doc.get('type')!r} (expected 'ingest')")
-    source = str(doc.get("source") or "node")
-    if source not in REPORT_SOURCES:
-        raise InputError(origin, f"source {source!r} is not one of {', '.join(REPORT_SOURCES)}")
-    ctx = parse_context(doc.get("context"), f"{origin}: context")
-    events_doc = doc.get("events") or []
-    coverage_doc = doc.get("coverage") or []
-    if not isinstance(events_doc, list) or not isinstance(coverage_doc, list):
-        raise InputError(origin, "events and coverage must be lists")
-    if max_events is not None and len(events_doc) > max_events:
-        raise InputError(origin, f"{len(events_doc)} events in one batch; at most {max_events} are accepted")
-    events = tuple(_convert(event_from_json, d, f"{origin}: events[{i}]") for i, d in enumerate(events_doc))
-    coverage = tuple(_convert(coverage_from_json, d, f"{origin}: coverage[{i}]") for i, d in enumerate(coverage_doc))
-    telemetry = None
-    if doc.get("telemetry"):
-        from attribution.node.epilog import telemetry_from_json
+    report = report_from_json(doc, origin, max_events=max_events, sources=REPORT_SOURCES)
+    if not doc.get("telemetry"):
+        return report
+    from attribution.node.epilog import telemetry_from_json
 
-        try:
-            telemetry = telemetry_from_json(doc["telemetry"])
-        except ValueError as exc:
-            raise InputError(f"{origin}: telemetry", str(exc)) from None
-    return Report(ctx, events, coverage, source, telemetry)
-
-
-def parse_context(doc: Any, origin: str = "context") -> ExecutionContext:
-    if not isinstance(doc, Mapping):
-        raise InputError(origin, "expected a JSON object")
     try:
-        return context_from_mapping(dict(doc), origin)
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise InputError(origin, str(exc)) from None
+        telemetry = telemetry_from_json(doc["telemetry"])
+    except ValueError as exc:
+        raise InputError(f"{origin}: telemetry", str(exc)) from None
+    return replace(report, telemetry=telemetry)
+
+
+parse_context = context_from_document
 
 
 def context_report(ruleset: RuleSet, doc: Mapping[str, Any], cluster: str, job_id: str, source: str = "api",
@@ -83,9 +48,10 @@ def context_report(ruleset: RuleSet, doc: Mapping[str, Any], cluster: str, job_i
             doc[key] = value
         elif str(doc[key]) != value:
             raise InputError(origin, f"{key} {doc[key]!r} does not match the path ({value!r})")
+    from attribution.pipeline import scheduler_events
+
     ctx = parse_context(doc, origin)
-    events = tuple(extract(ruleset, ctx, scheduler_observations(ctx)))
-    return Report(ctx, events, (), source)
+    return Report(ctx, tuple(scheduler_events(ruleset, ctx)), (), source)
 
 
 def ingest_report(ruleset: RuleSet, engine, report: Report, deadline: float | None = None):
@@ -94,12 +60,3 @@ def ingest_report(ruleset: RuleSet, engine, report: Report, deadline: float | No
 
     return ingest(ruleset, engine, report.context, list(report.events), list(report.coverage), report.source,
                   deadline=deadline, telemetry=report.telemetry)
-
-
-def _convert(fn, d: Any, origin: str):
-    if not isinstance(d, Mapping):
-        raise InputError(origin, "expected a JSON object")
-    try:
-        return fn(dict(d))
-    except (ValueError, TypeError, KeyError, OverflowError) as exc:
-        raise InputError(origin, str(exc) or type(exc).__name__) from None

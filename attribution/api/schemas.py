@@ -65,7 +65,7 @@ def _field_value(value: Any) -> Any:
 FieldValue = Annotated[Any, AfterValidator(_field_value),
                        WithJsonSchema({"type": ["string", "integer", "boolean", "null"], "maxLength": 1 << 16})]
 
-#: Who reported: decides whose job context wins (intake.REPORT_SOURCES, from the store's context ranks).
+#: Who reported: decides whose job context wins (intake.REPORT_SOURCES, from the store's context precedence).
 ReportSource = Literal[REPORT_SOURCES]  # type: ignore[valid-type]
 
 

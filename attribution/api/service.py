@@ -38,7 +38,7 @@ def build_service(settings: Settings, ruleset: RuleSet, tokens: TokenTable) -> S
     from attribution.store.db import make_engine, resolve_target
 
     svc = settings.service
-    target = resolve_target(settings, start_embedded=False)
+    target = resolve_target(settings)
     engine = make_engine(target, settings, application_name="attribution-service", pool_size=svc.db_pool_size)
     probe = make_engine(target, settings, application_name="attribution-service-probe", pool_size=1)
     return Service(

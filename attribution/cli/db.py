@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -15,30 +13,6 @@ from attribution.cli import main, ruleset_of, settings_of
 
 
 @contextlib.contextmanager
-def _embedded_lease(pg):
-    """Commands share the embedded server: each holds a shared lock while it works; the last one out stops the
-    server, unless `attribution db start` asked to keep it running."""
-    lease = pg.data_dir.with_name(pg.data_dir.name + ".users")
-    lease.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lease, os.O_CREAT | os.O_RDWR, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        yield
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return  # another command still uses the server
-        if not _keep_marker(pg).exists():
-            pg.stop()
-    finally:
-        os.close(fd)
-
-
-def _keep_marker(pg) -> Path:
-    return pg.data_dir.with_name(pg.data_dir.name + ".keep")
-
-
-@contextlib.contextmanager
 def open_store(ctx: click.Context | None, auto_migrate: bool = True, pool_size: int | None = None,
                settings=None, application_name: str = "attribution", deadline: float | None = None):
     """An engine on the configured database, or on the embedded one (started for this command and stopped after
@@ -46,14 +20,12 @@ def open_store(ctx: click.Context | None, auto_migrate: bool = True, pool_size: 
     from attribution.store import db as storedb
     from attribution.store import migrate
 
-    settings = settings or settings_of(ctx)
-    lease = contextlib.nullcontext()
-    if not settings.database.url:
-        from attribution.store.embedded import EmbeddedPostgres
+    from attribution.store.lease import embedded_lease
 
-        lease = _embedded_lease(EmbeddedPostgres(settings.embedded_dir))
-    with lease:
-        target = storedb.resolve_target(settings)
+    settings = settings or settings_of(ctx)
+    started = embedded_lease(settings) if not settings.database.url else contextlib.nullcontext(
+        storedb.resolve_target(settings))
+    with started as target:
         engine = storedb.make_engine(target, settings, pool_size=pool_size, application_name=application_name,
                                      deadline=deadline)
         try:
@@ -120,11 +92,13 @@ def db_start(ctx: click.Context) -> None:
     from attribution.store.db import Target, make_engine
 
     settings = settings_of(ctx)
+    from attribution.store.lease import keep_marker
+
     if settings.database.url:
         raise click.UsageError("a database url is configured; there is no embedded database to start")
     pg = EmbeddedPostgres(settings.embedded_dir)
     url = pg.ensure_running()
-    _keep_marker(pg).touch()
+    keep_marker(pg).touch()
     from sqlalchemy.engine import make_url
 
     engine = make_engine(Target(make_url(url), True), settings)
@@ -138,9 +112,10 @@ def db_start(ctx: click.Context) -> None:
 def db_stop(ctx: click.Context) -> None:
     """Stop the embedded database."""
     from attribution.store.embedded import EmbeddedPostgres
+    from attribution.store.lease import keep_marker
 
     pg = EmbeddedPostgres(settings_of(ctx).embedded_dir)
-    _keep_marker(pg).unlink(missing_ok=True)
+    keep_marker(pg).unlink(missing_ok=True)
     pg.stop()
 
 

@@ -5,20 +5,24 @@ from __future__ import annotations
 import json
 import os
 import pwd
-from datetime import datetime, timedelta, timezone
 
 import click
 
 from attribution.cli import main, ruleset_of, settings_of
 from attribution.cli.db import open_store
 
-UTC = timezone.utc
-
 
 def _policy(ctx):
     from attribution.drain.policy import load_policy
 
     return load_policy(ruleset_of(ctx))  # a PolicyError is a RulePackError: its problems, exit 2
+
+
+def _controller(ctx, scontrol: str):
+    """scontrol, or slurmrestd when connectors.slurmrestd.url is configured."""
+    from attribution.drain.slurmrest import controller
+
+    return controller(settings_of(ctx).connectors, scontrol)
 
 
 def _actor() -> str:
@@ -39,12 +43,11 @@ def drain() -> None:
 @click.pass_context
 def drain_plan(ctx: click.Context, cluster: str | None, as_json: bool) -> None:
     """The nodes the policy would drain now, with a reason fit for Slurm and the evidence."""
-    from attribution.store import drain as sd
+    from attribution.pipeline import drain_plan
 
     policy = _policy(ctx)
     with open_store(ctx) as engine:
-        sd.load_policy(engine, policy)
-        cands = sd.candidates(engine, cluster)
+        cands = drain_plan(engine, policy, cluster)
     if as_json:
         click.echo(json.dumps([{"cluster": c.cluster, "node": c.node, "reason": c.reason, "score": c.score,
                                 "evidence": c.evidence} for c in cands], indent=2, default=str))
@@ -57,13 +60,6 @@ def drain_plan(ctx: click.Context, cluster: str | None, as_json: bool) -> None:
                    + (f"  (jobs {', '.join(jobs[:5])}{' ...' if len(jobs) > 5 else ''})" if jobs else ""))
 
 
-def _controller(ctx, scontrol: str):
-    """scontrol, or slurmrestd when connectors.slurmrestd.url is configured."""
-    from attribution.drain.slurmrest import controller
-
-    return controller(settings_of(ctx).connectors, scontrol)
-
-
 @drain.command("apply")
 @click.option("--cluster", default=None, help="The Slurm cluster (default: config `cluster`, else Slurm's).")
 @click.option("--scontrol", default="/usr/bin/scontrol", show_default=True,
@@ -73,9 +69,7 @@ def _controller(ctx, scontrol: str):
 def drain_apply(ctx: click.Context, cluster: str | None, scontrol: str, dry_run: bool) -> None:
     """Drain the planned nodes through scontrol (or slurmrestd), within the policy's safety caps; every decision is
     audited."""
-    from attribution.drain.policy import decide
-    from attribution.drain.slurmctl import SlurmError
-    from attribution.store import drain as sd
+    from attribution.pipeline import drain_apply as apply
 
     policy = _policy(ctx)
     sc = _controller(ctx, scontrol)
@@ -83,29 +77,11 @@ def drain_apply(ctx: click.Context, cluster: str | None, scontrol: str, dry_run:
     if not cluster:
         raise click.UsageError("no cluster name: pass --cluster or set `cluster` in the configuration")
     with open_store(ctx) as engine:
-        sd.load_policy(engine, policy)
-        cands = sd.candidates(engine, cluster)
-        nodes = sc.nodes()
-        recent = sd.applied_since(engine, cluster, datetime.now(UTC) - timedelta(hours=1))
-        decisions = decide(cands, nodes, policy, recent)
-        rows = []
-        for d in decisions:
-            word, detail = d.decision, d.detail
-            if d.decision == "apply":
-                if dry_run:
-                    word, detail = "would apply", "dry run"
-                else:
-                    try:
-                        sc.drain(d.candidate.node, d.candidate.reason)
-                        word = "applied"
-                    except SlurmError as exc:
-                        word, detail = "failed", str(exc)
-            rows.append((d, word, detail))
-            click.echo(f"{word:<11} {cluster}/{d.candidate.node:<16} {d.candidate.reason}"
-                       + ("" if word == "applied" else f"  -- {detail}"))
-        if not dry_run:
-            sd.audit(engine, cluster, rows, policy.version, _actor())
-    if not decisions:
+        rows = apply(engine, policy, sc, cluster, _actor(), dry_run=dry_run)
+    for d, word, detail in rows:
+        click.echo(f"{word:<11} {cluster}/{d.candidate.node:<16} {d.candidate.reason}"
+                   + ("" if word == "applied" else f"  -- {detail}"))
+    if not rows:
         click.echo("no node to drain")
 
 
@@ -117,15 +93,13 @@ def drain_apply(ctx: click.Context, cluster: str | None, scontrol: str, dry_run:
 @click.pass_context
 def drain_resume(ctx: click.Context, node: str, cluster: str | None, scontrol: str) -> None:
     """Give a node back: resume it in Slurm and mark its earlier evidence as handled."""
-    from attribution.store import drain as sd
+    from attribution.pipeline import drain_resume as resume
 
     sc = _controller(ctx, scontrol)
     cluster = cluster or settings_of(ctx).cluster or sc.cluster_name()
     if not cluster:
         raise click.UsageError("no cluster name: pass --cluster or set `cluster` in the configuration")
-    sc.resume(node)
-    with open_store(ctx) as engine:
-        n = sd.record_resume(engine, cluster, node, _actor(), "resumed by attribution drain resume")
+    n = resume(lambda: open_store(ctx), sc, cluster, node, _actor())
     click.echo(f"{cluster}/{node}: resumed; {n} earlier event(s) marked handled")
 
 

@@ -16,7 +16,6 @@ from attribution.collect.nodelogs import NodeLogSpec, parse_node_log
 from attribution.collect.scan import Prefilter
 
 UTC = timezone.utc
-MARGIN = timedelta(minutes=5)  # the same margins the causal graph's job window uses
 
 
 @dataclass(frozen=True)
@@ -64,10 +63,11 @@ def read_file(path: Path, spec: NodeLogSpec, ctx: ExecutionContext, prefilter: P
                          file=str(path), notes=tuple(notes))
 
 
-def read_journal(spec: NodeLogSpec, ctx: ExecutionContext, prefilter: Prefilter, start: datetime, end: datetime,
+def read_journal(spec: NodeLogSpec, ctx: ExecutionContext, prefilter: Prefilter, since: datetime, until: datetime,
                  timeout: float) -> tuple[list[Observation], Coverage]:
+    """The kernel's journal between `since` and `until` (the job window with the causal graph's margins)."""
     cmd = ["journalctl", "-k", "--no-pager", "-q", "-o", "short-iso-precise",
-           f"--since=@{int((start - MARGIN).timestamp())}", f"--until=@{int((end + MARGIN).timestamp()) + 1}"]
+           f"--since=@{int(since.timestamp())}", f"--until=@{int(until.timestamp()) + 1}"]
     try:
         r = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -111,9 +111,10 @@ def read_kmsg(spec: NodeLogSpec, ctx: ExecutionContext, prefilter: Prefilter,
 
 
 def collect_node(sources: LiveSources, node: str, ctx: ExecutionContext, prefilter_for,
-                 start: datetime, end: datetime,
-                 offsets: dict[str, int] | None = None) -> tuple[list[Observation], list[Coverage]]:
-    """This node's kernel and Fabric Manager observations for the job window."""
+                 start: datetime, end: datetime, offsets: dict[str, int] | None = None, *,
+                 margins: tuple[timedelta, timedelta]) -> tuple[list[Observation], list[Coverage]]:
+    """This node's kernel and Fabric Manager observations for the job window; `margins` (before the start,
+    after the end) are the causal graph's (CausalGraph.margins), so collection reads what correlation weighs."""
     offsets = offsets or {}
     obs: list[Observation] = []
     cov: list[Coverage] = []
@@ -125,7 +126,8 @@ def collect_node(sources: LiveSources, node: str, ctx: ExecutionContext, prefilt
         o, c = read_file(Path(sources.kernel_file), kspec(sources.kernel_file), ctx, prefilter_for("kernel"),
                          offsets.get("kernel", 0))
     elif kind == "journald":
-        o, c = read_journal(kspec("journald"), ctx, prefilter_for("kernel"), start, end, sources.timeout)
+        o, c = read_journal(kspec("journald"), ctx, prefilter_for("kernel"), start - margins[0], end + margins[1],
+                            sources.timeout)
     else:
         o, c = read_kmsg(kspec("/dev/kmsg"), ctx, prefilter_for("kernel"))
     obs += o

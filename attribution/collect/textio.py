@@ -109,25 +109,3 @@ def decode(raw: bytes) -> str:
     if not text.isprintable():
         text = "".join(c if (c.isprintable() or c == "\t") else " " for c in text)
     return text
-
-
-def iter_all_lines(fp: BinaryIO, stats: ReadStats) -> Iterator[tuple[int, bytes]]:
-    """Every record with its 1-based line number (used where the whole file matters, e.g. small files)."""
-    lineno = 1
-    for block in read_blocks(fp, stats):
-        pos = 0
-        n = len(block)
-        while pos < n:
-            nl = block.find(b"\n", pos)
-            end = n if nl < 0 else nl
-            piece = block[pos:end]
-            if b"\0" in piece:
-                for part in piece.split(b"\0"):
-                    if part:
-                        yield lineno, part.rstrip(b"\r")
-            else:
-                yield lineno, piece.rstrip(b"\r")
-            if nl < 0:
-                break
-            lineno += 1
-            pos = nl + 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Iterable, Sequence
 
 from attribution.correlate.explains import Placed, Relation
@@ -18,8 +18,9 @@ from attribution.rulepack.values import CausalGraph, RuleSet
 
 
 def job_window(ctx: ExecutionContext, graph: CausalGraph) -> tuple[datetime | None, datetime | None]:
-    lo = ctx.start - timedelta(seconds=graph.before_start_seconds) if ctx.start else None
-    hi = ctx.end + timedelta(seconds=graph.after_end_seconds) if ctx.end else None
+    before, after = graph.margins()
+    lo = ctx.start - before if ctx.start else None
+    hi = ctx.end + after if ctx.end else None
     return lo, hi
 
 

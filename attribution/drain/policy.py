@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from attribution.errors import PolicyError, Problem
 from attribution.model import INFRASTRUCTURE_OUTCOMES
-from attribution.rulepack.values import Condition, DrainPolicy, RuleSet
+from attribution.rulepack.values import DrainPolicy, RuleSet
 
 #: Slurm node names: letters, digits, and . _ - (no spaces, quotes, brackets or shell characters).
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

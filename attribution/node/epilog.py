@@ -25,8 +25,7 @@ from attribution.extract.events import extract
 from attribution.model import Coverage, Event, ExecutionContext, Observation
 from attribution.rulepack.values import RuleSet
 from attribution.scope.bundle import scheduler_observations
-from attribution.serialize import (context_from_json, context_to_json, coverage_from_json, coverage_to_json, event_from_json,
-                        event_to_json)
+from attribution.serialize import Report, report_from_json, report_to_json
 from attribution.scope.slurm import (EpilogEnv, controller_context, expand_output_pattern, implied_state, job_window, node_context,
                     parse_scontrol_job, still_completing)
 
@@ -85,8 +84,7 @@ def read_prolog_stamp(state_dir: Path, job_id: str) -> tuple[datetime | None, di
 
 def payload(ctx: ExecutionContext, events: list[Event], coverage: list[Coverage], source: str,
             telemetry: Mapping | None = None) -> dict:
-    out = {"type": "ingest", "source": source, "context": context_to_json(ctx),
-           "events": [event_to_json(e) for e in events], "coverage": [coverage_to_json(c) for c in coverage]}
+    out = report_to_json(Report(ctx, tuple(events), tuple(coverage), source))
     if telemetry:
         out["telemetry"] = telemetry_to_json(telemetry)
     return out
@@ -123,16 +121,12 @@ def replay(ruleset: RuleSet, engine, data: Mapping, deadline: float | None = Non
     from attribution.pipeline import ingest
 
     try:
-        if data.get("type") != "ingest":
-            raise ValueError(f"unknown spool payload type {data.get('type')!r}")
-        ctx = context_from_json(data["context"], "spooled context")
-        events = [event_from_json(e) for e in data.get("events", [])]
-        coverage = [coverage_from_json(c) for c in data.get("coverage", [])]
+        r = report_from_json(data, "spooled payload", type_required=True)
         telemetry = telemetry_from_json(data.get("telemetry"))
-    except (InputError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (InputError, ValueError) as exc:  # TelemetryError is a ValueError
         raise spool.Refused(f"malformed payload: {exc}") from exc
     try:
-        ingest(ruleset, engine, ctx, events, coverage, str(data.get("source") or "node"), deadline=deadline,
+        ingest(ruleset, engine, r.context, list(r.events), list(r.coverage), r.source, deadline=deadline,
                telemetry=telemetry)
     except InputError as exc:
         raise spool.Refused(str(exc)) from exc
@@ -207,7 +201,8 @@ def run_node(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_factor
     sources = sources or LiveSources(kernel=settings.epilog.kernel_source, kernel_file=settings.epilog.kernel_file,
                                      fabricmanager_log=settings.epilog.fabricmanager_log,
                                      timeout=max(1.0, (deadline - time.monotonic()) / 3))
-    obs, cov = collect_node(sources, node, ctx, ruleset.prefilter, window.start, window.end, offsets)
+    obs, cov = collect_node(sources, node, ctx, ruleset.prefilter, window.start, window.end, offsets,
+                            margins=ruleset.graph.margins())
     events = extract(ruleset, ctx, obs)
     telemetry = None
     if telemetry_dir is not None:

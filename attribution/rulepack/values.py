@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Mapping
 
 from attribution.rulepack.prefilter import Prefilter
@@ -129,6 +130,10 @@ class CausalGraph:
     before_start_seconds: int = 300
     after_end_seconds: int = 300
     clock_skew_seconds: int = 0
+
+    def margins(self) -> tuple[timedelta, timedelta]:
+        """How far before a job's start and after its end its evidence may lie (the graph's `window:`)."""
+        return timedelta(seconds=self.before_start_seconds), timedelta(seconds=self.after_end_seconds)
 
 
 @dataclass(frozen=True, slots=True)

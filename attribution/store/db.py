@@ -20,8 +20,9 @@ class Target:
     embedded: bool
 
 
-def resolve_target(settings: Settings, start_embedded: bool = True) -> Target:
-    """The database to use: `database.url` (+ password file) or the embedded PostgreSQL under the home dir."""
+def resolve_target(settings: Settings) -> Target:
+    """The database to use: `database.url` (+ password file) or the embedded PostgreSQL under the home dir.
+    Never starts anything: the embedded server is started by holding its lease (store.lease.embedded_lease)."""
     db = settings.database
     if db.url:
         try:
@@ -35,12 +36,7 @@ def resolve_target(settings: Settings, start_embedded: bool = True) -> Target:
         return Target(url, embedded=False)
     from attribution.store.embedded import EmbeddedPostgres
 
-    pg = EmbeddedPostgres(settings.embedded_dir)
-    if start_embedded:
-        raw = pg.ensure_running()
-    else:
-        raw = pg.url()
-    return Target(make_url(raw), embedded=True)
+    return Target(make_url(EmbeddedPostgres(settings.embedded_dir).url()), embedded=True)
 
 
 def make_engine(target: Target, settings: Settings, application_name: str = "attribution",

@@ -7,7 +7,7 @@ from typing import Iterable
 
 from sqlalchemy import Engine, text
 
-from attribution.store.writer import SAME_JOB_WINDOW
+from attribution.store.jobs import SAME_JOB_WINDOW
 
 
 def stored_job_starts(engine: Engine, cluster: str, job_ids: Iterable[str]) -> dict[str, list[datetime]]:

@@ -5,16 +5,14 @@ Plain functions over a Connection; rows come back as JSON-ready dicts (times as 
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Mapping
 
 from sqlalchemy import Connection, text
 
+from attribution.store.jobs import SAME_JOB_WINDOW
 from attribution.timeparse import format_utc
-
-#: Two jobs with one id whose start times differ by less than this are the same job (store.writer).
-SAME_JOB_WINDOW = timedelta(days=1)
 
 
 def schema_ready(conn: Connection) -> bool:

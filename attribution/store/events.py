@@ -1,0 +1,135 @@
+"""A job's events in the store: each stored once (whatever other jobs saw it), linked to the job, and counted
+in the fleet rollups (fault_weeks, fault_series) in the same statement."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Sequence
+
+from sqlalchemy import Connection, text
+
+from attribution.model import INFRASTRUCTURE_OUTCOMES, Event, ExecutionContext
+from attribution.store.codec import event_from_row, fingerprint
+
+UTC = timezone.utc
+JOB_SCOPED_SOURCES = frozenset({"job", "scheduler"})
+#: model.INFRASTRUCTURE_OUTCOMES as an SQL list.
+INFRA_SQL = "(" + ", ".join(f"'{o}'" for o in sorted(INFRASTRUCTURE_OUTCOMES)) + ")"
+EVENT_COLUMNS = ("occurred_at", "fingerprint", "cluster", "node", "source", "kind", "role", "code", "gpu", "rank",
+                 "time_exact", "outcome", "action", "severity", "rule", "location", "message", "line", "fields")
+
+
+def _int4(v: int | None) -> int | None:
+    """Events from a spool file or the API are not trusted to fit the integer columns: out of range is unknown."""
+    return v if v is None or -2**31 < v < 2**31 else None
+
+
+class JobEvents:
+    """Storing and reading a job's events (part of writer.JobSession)."""
+
+    conn: Connection
+    ctx: ExecutionContext
+
+    # -- events ----------------------------------------------------------------------------------------------
+    def add_events(self, events: Sequence[Event], link: bool = True) -> tuple[int, int]:
+        """Store events (once each, whatever other jobs saw them) and, with `link`, link them to this job.
+        Events outside the job's window are stored for fleet trends without a link.
+        Returns (events new to the store, links new to this job)."""
+        if not events:
+            return 0, 0
+        placement = self.ctx.end or datetime.now(UTC)
+        rows = {}
+        for ev in events:
+            scope = f"{self.ctx.cluster}/{self.ctx.job_id}" if ev.source in JOB_SCOPED_SOURCES else ""
+            fp = fingerprint(self.ctx.cluster, ev, scope)
+            occurred = ev.time or placement
+            rows[(fp, occurred)] = (
+                occurred, fp, self.ctx.cluster, ev.node, ev.source, ev.kind, ev.role, _int4(ev.code), ev.gpu,
+                _int4(ev.rank),
+                ev.time is not None, ev.outcome, ev.action, ev.severity, ev.rule, ev.location, ev.message, ev.line,
+                json.dumps(dict(ev.fields), sort_keys=True))
+        ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1]))]
+        c = self.conn
+        c.execute(text(
+            f"CREATE TEMP TABLE IF NOT EXISTS _in_events ON COMMIT DELETE ROWS AS "
+            f"SELECT {', '.join(EVENT_COLUMNS)} FROM attribution.events WITH NO DATA"))
+        raw = c.connection.driver_connection
+        with raw.cursor().copy(f"COPY _in_events ({', '.join(EVENT_COLUMNS)}) FROM STDIN") as cp:
+            for r in ordered:
+                cp.write_row(r)
+        c.execute(text(
+            "SELECT attribution.ensure_event_partition(m) FROM "
+            "(SELECT DISTINCT date_trunc('month', occurred_at) AS m FROM _in_events) x"))
+        cols = ", ".join(EVENT_COLUMNS)
+        new = c.execute(text(f"""
+            WITH ins AS (
+              INSERT INTO attribution.events ({cols})
+              SELECT {cols} FROM _in_events ORDER BY fingerprint, occurred_at
+              ON CONFLICT (fingerprint, occurred_at) DO NOTHING
+              RETURNING cluster, node, gpu, kind, code, role, outcome, source, occurred_at
+            ), faults AS (
+              -- what the fleet views can show: a node's own non-symptom, non-application events, and
+              -- infrastructure causes found anywhere (symptoms and a job's own errors are not node faults)
+              SELECT *, CASE WHEN source IN ('job', 'scheduler') THEN 'job' ELSE 'node' END AS scope FROM ins
+              WHERE node IS NOT NULL
+                AND ((source NOT IN ('job', 'scheduler') AND role <> 'symptom'
+                      AND coalesce(outcome, '') <> 'application')
+                     OR (role = 'cause' AND outcome IN {INFRA_SQL}))
+            ), agg AS (
+              SELECT cluster, node, coalesce(gpu, '') AS gpu_key, kind, coalesce(code, -1) AS code_key,
+                     (date_trunc('week', occurred_at AT TIME ZONE 'UTC'))::date AS week,
+                     min(role) AS role, min(outcome) AS outcome, min(scope) AS scope, count(*) AS n,
+                     min(occurred_at) AS first_seen, max(occurred_at) AS last_seen
+              FROM faults GROUP BY 1, 2, 3, 4, 5, 6
+            ), wk AS (
+              INSERT INTO attribution.fault_weeks AS f
+                (cluster, node, gpu_key, kind, code_key, week, role, outcome, scope, events, first_seen, last_seen)
+              SELECT cluster, node, gpu_key, kind, code_key, week, role, outcome, scope, n, first_seen, last_seen
+              FROM agg ORDER BY cluster, node, gpu_key, kind, code_key, week
+              ON CONFLICT (cluster, node, gpu_key, kind, code_key, week) DO UPDATE
+                SET events = f.events + excluded.events,
+                    first_seen = least(f.first_seen, excluded.first_seen),
+                    last_seen = greatest(f.last_seen, excluded.last_seen)
+              RETURNING cluster, node, gpu_key, kind, code_key, week, (xmax = 0) AS new_week
+            ), series AS (
+              SELECT a.cluster, a.node, a.gpu_key, a.kind, a.code_key, min(a.role) AS role, min(a.outcome) AS outcome,
+                     min(a.scope) AS scope, sum(a.n) AS n, count(*) FILTER (WHERE w.new_week) AS new_weeks,
+                     min(a.first_seen) AS first_seen, max(a.last_seen) AS last_seen
+              FROM agg a JOIN wk w USING (cluster, node, gpu_key, kind, code_key, week)
+              GROUP BY 1, 2, 3, 4, 5
+            ), up AS (
+              INSERT INTO attribution.fault_series AS s
+                (cluster, node, gpu_key, kind, code_key, role, outcome, scope, events, weeks, first_seen, last_seen)
+              SELECT cluster, node, gpu_key, kind, code_key, role, outcome, scope, n, new_weeks, first_seen, last_seen
+              FROM series ORDER BY cluster, node, gpu_key, kind, code_key
+              ON CONFLICT (cluster, node, gpu_key, kind, code_key) DO UPDATE
+                SET events = s.events + excluded.events,
+                    weeks = s.weeks + excluded.weeks,
+                    first_seen = least(s.first_seen, excluded.first_seen),
+                    last_seen = greatest(s.last_seen, excluded.last_seen)
+              RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM up)""")).first()[0]
+        linked = 0 if not link else c.execute(text("""
+            WITH l AS (
+              INSERT INTO attribution.job_events (job_ref, event_id, event_time)
+              SELECT :job, e.id, e.occurred_at
+              FROM _in_events i JOIN attribution.events e
+                ON e.fingerprint = i.fingerprint AND e.occurred_at = i.occurred_at
+              ORDER BY e.id
+              ON CONFLICT (job_ref, event_id) DO NOTHING
+              RETURNING 1
+            ) SELECT count(*) FROM l"""), {"job": self.job.id}).scalar_one()
+        c.execute(text("TRUNCATE _in_events"))
+        return int(new), int(linked)
+
+    def events(self) -> list[Event]:
+        rows = self.conn.execute(text(
+            "SELECT e.kind, e.role, e.rule, e.source, e.location, e.line, e.message, e.node, e.gpu, e.code, e.rank, "
+            "CASE WHEN e.time_exact THEN e.occurred_at END, e.outcome, e.action, e.severity, e.fields "
+            "FROM attribution.job_events je JOIN attribution.events e "
+            "ON e.id = je.event_id AND e.occurred_at = je.event_time WHERE je.job_ref = :job "
+            "ORDER BY e.occurred_at, e.id"),
+            {"job": self.job.id}).all()
+        return [event_from_row(r) for r in rows]
