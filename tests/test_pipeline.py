@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 import shutil
 
+import pytest
+
 from attribution.collect.bundle import collect_bundle
 from attribution.pipeline import diagnose_bundle, diagnose_observations
 from attribution.reports.render import verdict_to_dict
@@ -76,6 +78,7 @@ def test_healthy_completed_job_yields_none_and_no_cause(ruleset, tmp_path):
     assert [e for e in d.events if e.role == "cause"] == []
 
 
+@pytest.mark.slow
 def test_one_xid79_in_a_million_lines_of_noise(ruleset, tmp_path):
     b = tmp_path / "needle"
     write_context(b, nodes="g[01-02]", start="2026-03-10T08:00:00Z", end="2026-03-10T10:00:00Z")

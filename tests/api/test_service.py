@@ -391,6 +391,7 @@ FUZZ_RUNS = [(m, p, mode) for m, p in OPERATIONS for mode in (GenerationMode.POS
              if not (p in ("/healthz", "/readyz") and mode == GenerationMode.NEGATIVE)]  # no input to break
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method,path,mode", FUZZ_RUNS, ids=[f"{m} {p} {mode}" for m, p, mode in FUZZ_RUNS])
 def test_schema_driven_requests_never_get_a_5xx(api_schema, service, method, path, mode):
     """Schemathesis generates requests from the OpenAPI description, valid ones and ones that break it, with the
@@ -511,6 +512,7 @@ def big_job_bundle(folder: Path, n_nodes: int = 200) -> Path:
     return write_bundle(job, folder)
 
 
+@pytest.mark.slow
 def test_200_node_reports_posted_at_once_give_one_consistent_verdict_and_lose_nothing(service, ruleset, db,
                                                                                       tmp_path):
     bundle = big_job_bundle(tmp_path)
@@ -566,6 +568,7 @@ def test_hooks_store_through_the_service_when_service_url_is_set(http, service, 
     assert verdict_of(http, service, ctx.cluster, ctx.job_id) == whole_verdict(ruleset, path)
 
 
+@pytest.mark.slow
 def test_hooks_spool_when_the_service_is_away_and_spool_flush_replays_to_it(http, service, ruleset, tmp_path):
     path = INCIDENTS / "12-lustre-eviction-io-error"
     away = hook_settings(tmp_path, f"http://127.0.0.1:{free_port()}", service.tokens["report"])

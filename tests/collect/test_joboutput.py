@@ -8,8 +8,9 @@ from attribution.collect.joblog import JobLineParser, looks_labelled
 from attribution.collect.joboutput import node_of_file, parse_job_text
 from attribution.extract.events import extract
 from attribution.model import ExecutionContext
-from tests.harness.prefilters import AllLines
 from attribution.timeparse import YearGuesser
+
+from tests.harness.prefilters import AllLines
 
 UTC = timezone.utc
 CTX = ExecutionContext(cluster="c", job_id="1", nodes=("g001", "g002", "g003", "g004"), tasks_per_node=8,

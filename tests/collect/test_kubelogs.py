@@ -14,10 +14,10 @@ from attribution.cli import main
 from attribution.collect.kubelogs import collect_pod_logs, logs_argv
 from attribution.config import KubernetesSettings
 from attribution.scope.kueue import PodPlacement, workload_context
-from tests.harness.prefilters import AllLines
 
 from tests.conftest import INCIDENTS, ROOT
 from tests.harness import kubectl as fake_kubectl
+from tests.harness.prefilters import AllLines
 
 UTC = timezone.utc
 DATA = ROOT / "tests" / "data" / "kueue" / "gpt13b-xid79"

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from attribution.collect.localfiles import collect_files
 from attribution.config import FileSourceSettings
 from attribution.model import ExecutionContext
+
 from tests.harness.prefilters import AllLines
 
 UTC = timezone.utc

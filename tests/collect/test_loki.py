@@ -15,9 +15,9 @@ from attribution.collect.loki import (LokiAnswerError, Pager, Stream, collect_lo
                                       stream_selector)
 from attribution.config import LokiSettings
 from attribution.model import ExecutionContext
-from tests.harness.prefilters import AllLines
 
 from tests.harness.loki import Blackhole, FakeLoki, parse_logql, utc_ns
+from tests.harness.prefilters import AllLines
 
 UTC = timezone.utc
 T0 = datetime(2026, 3, 10, 9, 0, tzinfo=UTC)

@@ -30,6 +30,8 @@ from tests.conftest import INCIDENTS
 from tests.harness.hooknode import BUDGET, Node, Proxy, run_hook, url_via
 from tests.harness.storecheck import check_consistent, snapshot
 
+pytestmark = pytest.mark.slow  # a database that refuses, hangs or restarts, against real time budgets
+
 UTC = timezone.utc
 
 

@@ -119,6 +119,7 @@ def test_the_decoder_keeps_printable_text_byte_for_byte_and_blanks_control_chara
     assert decode(b"bad \xff\xfe utf8") == "bad \ufffd\ufffd utf8"
 
 
+@pytest.mark.slow
 def test_the_hooks_store_hostile_node_names_and_lines_verbatim_and_run_nothing(store, pg_url, tmp_path, marker):
     """hooks/epilog (bash) with a node name full of metacharacters and a kernel log of hostile lines."""
     node_name = "n'1\";touch${IFS}" + str(marker) + ";$(touch " + str(marker) + ")`touch " + str(marker) + "`"
@@ -182,6 +183,7 @@ def test_a_rule_file_with_a_python_tag_is_refused(tmp_path, marker):
     assert f"{pack / 'zz-evil.yaml'}:6: malformed YAML: could not determine a constructor" in r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_a_config_file_with_a_python_tag_is_refused(tmp_path, marker):
     cfg = tmp_path / "config.yaml"
     cfg.write_text(f"database:\n  url: !!python/object/apply:os.system ['touch {marker}']\n")

@@ -27,13 +27,15 @@ from attribution.correlate.rootcause import correlate
 from attribution.errors import InputError
 from attribution.extract.events import extract
 from attribution.model import ExecutionContext, Observation
-from tests.harness.prefilters import AllLines
 from attribution.scope.bundle import parse_context
 from attribution.serialize import (context_from_json, context_to_json, coverage_from_json, coverage_to_json,
                                    event_from_json, event_to_json)
 from attribution.timeparse import resolve_zone
 
 from tests.conftest import CASES, INCIDENTS, bundles
+from tests.harness.prefilters import AllLines
+
+pytestmark = pytest.mark.slow  # property-based runs of hundreds of examples per parser
 
 UTC = timezone.utc
 FAST = settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

@@ -30,6 +30,8 @@ from attribution.store.db import Target, make_engine
 from tests.conftest import INCIDENTS, ROOT
 from tests.harness.hooknode import BIN, HOOK_ENV, Node
 
+pytestmark = pytest.mark.slow  # database roles, grants and migrations on real servers
+
 WRITER, READER = "attribution_writer", "attribution_reader"
 #: What ingest writes (attribution/store/writer.py); 0004 added the two rollups after 0002.
 INGEST_TABLES = {"jobs", "events", "job_events", "verdicts", "verdict_symptoms", "coverage", "fault_weeks",

@@ -211,6 +211,7 @@ def test_a_hostile_1mb_line_costs_bounded_time_through_diagnose(ruleset, tmp_pat
     assert d.verdict.outcome == "gpu_hardware" and d.verdict.root_cause.node == "n1"
 
 
+@pytest.mark.slow
 def test_the_same_hostile_lines_through_the_cli(tmp_path):
     """The command an on-call engineer runs: exit 0, no traceback, bounded time (process start included)."""
     bundle = _bundle(tmp_path / "hostile", HOSTILE_KERNEL, HOSTILE_FM, HOSTILE_JOB)

@@ -157,6 +157,7 @@ def test_sixty_four_nodes_and_20000_symptom_lines_stay_readable(big, browser, js
     assert [i["role"] for i in facts["items"][:4]] == ["root_cause", "consequence", "consequence", "consequence"]
 
 
+@pytest.mark.slow
 def test_binning_keeps_every_symptom_in_a_bounded_number_of_bins(big):
     d = big
     tl = build_timeline(verdict_to_dict(d.verdict), d.events)

@@ -12,6 +12,8 @@ from attribution.pipeline import ingest_bundle
 
 from tests.conftest import INCIDENTS, ROOT
 
+pytestmark = pytest.mark.slow  # each query runs over a generated fleet history
+
 QUERIES = sorted((ROOT / "sql" / "queries").glob("*.sql"))
 
 

@@ -195,6 +195,7 @@ def _ingest_piece(args):
         engine.dispose()
 
 
+@pytest.mark.slow
 def test_64_concurrent_ingests_of_one_job(ruleset, store, pg_url):
     bundle = INCIDENTS / "02-xid48-dbe-ecc-xid31"
     n_pieces = len(_pieces(ruleset, bundle))
@@ -216,6 +217,7 @@ def test_64_concurrent_ingests_of_one_job(ruleset, store, pg_url):
     assert c["events"] == len({(e.rule, e.location, e.kind) for e in d.events})
 
 
+@pytest.mark.slow
 def test_generated_history_shows_in_the_fleet_views_exactly(ruleset, store, tmp_path):
     end = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
     jobs = history(weeks=8, end=end)
@@ -314,6 +316,7 @@ def test_collect_bundle_is_not_needed_for_reattribution(ruleset, store):
     assert verdict_to_dict(v1) == verdict_to_dict(v2)
 
 
+@pytest.mark.slow
 def test_partitions_are_created_per_month(ruleset, store, tmp_path):
     jobs = history(weeks=10, end=datetime(2026, 6, 15, tzinfo=UTC), jobs_per_week=2)
     for j in jobs:
@@ -332,6 +335,7 @@ def test_copy_of_sql_folder(tmp_path):
     shutil.rmtree(tmp_path)
 
 
+@pytest.mark.slow
 def test_rollups_equal_a_recount_from_the_raw_tables(ruleset, store, tmp_path):
     """fault_weeks, fault_series and failed_roots, kept incrementally at ingest, equal what a full recount of
     events and current verdicts gives, also after verdicts changed (pieces arriving in several ingests)."""
