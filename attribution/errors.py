@@ -53,5 +53,14 @@ class StoreError(AttributionError):
         super().__init__(message)
 
 
+class TimeError(AttributionError):
+    """A time or zone that cannot be understood (attribution.timeparse)."""
+
+
+class SourceError(AttributionError):
+    """A log or metric source answered with nothing a collector can use (collect.httpclient.HttpError, a Loki or
+    Prometheus answer of the wrong shape). Collectors turn it into a coverage gap; it never aborts a verdict."""
+
+
 class ConfigError(AttributionError):
     """A configuration file or setting that cannot be used."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Collection, Mapping
 
-from attribution.errors import InputError
+from attribution.errors import InputError, TimeError
 from attribution.model import Coverage, Event, ExecutionContext
 from attribution.scope.bundle import context_from_mapping
 from attribution.timeparse import format_utc, parse_iso
@@ -108,7 +108,7 @@ def context_from_document(doc: Any, origin: str = "context") -> ExecutionContext
         raise InputError(origin, "expected a JSON object")
     try:
         return context_from_mapping(dict(doc), origin)
-    except (ValueError, TypeError, OverflowError) as exc:
+    except (ValueError, TimeError, TypeError, OverflowError) as exc:
         raise InputError(origin, str(exc)) from None
 
 
@@ -117,5 +117,5 @@ def _convert(fn, d: Any, origin: str):
         raise InputError(origin, "expected a JSON object")
     try:
         return fn(dict(d))
-    except (ValueError, TypeError, KeyError, OverflowError) as exc:
+    except (ValueError, TimeError, TypeError, KeyError, OverflowError) as exc:
         raise InputError(origin, str(exc) or type(exc).__name__) from None

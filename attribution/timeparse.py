@@ -6,16 +6,16 @@ import re
 from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from attribution.errors import TimeError
+
+__all__ = ["TimeError", "resolve_zone", "as_utc", "parse_iso", "YearGuesser", "format_utc", "MONTHS", "UTC"]
+
 UTC = timezone.utc
 
 MONTHS = {m: i for i, m in enumerate(
     ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
 
 _OFFSET = re.compile(r"^(?:UTC|GMT)?([+-])(\d{1,2}):?(\d{2})?$")
-
-
-class TimeError(ValueError):
-    """A time or zone that cannot be understood."""
 
 
 def resolve_zone(name: str | None) -> tzinfo:

@@ -22,13 +22,13 @@ from typing import Mapping
 from urllib.parse import urlencode, urlsplit
 
 from attribution.config import HttpAuthSettings, read_secret
-from attribution.errors import ConfigError
+from attribution.errors import ConfigError, SourceError
 
 MAX_BODY = 512 << 20  # an answer larger than this is refused (bounded memory)
 CHUNK = 1 << 16
 
 
-class HttpError(Exception):
+class HttpError(SourceError):
     """A request that gave no usable answer. `transport`: the server could not be reached or did not answer."""
 
     def __init__(self, reason: str, transport: bool = False, status: int | None = None) -> None:

@@ -21,6 +21,7 @@ from string import Template
 from typing import Callable, Iterable
 
 from attribution.config import LokiSettings
+from attribution.errors import SourceError
 from attribution.model import Coverage, ExecutionContext, Observation
 from attribution.collect.httpclient import Endpoint, HttpError, post_form
 from attribution.collect.joboutput import parse_job_output
@@ -32,7 +33,7 @@ QUERY_RANGE = "/loki/api/v1/query_range"
 NODE_SOURCES = ("kernel", "fabricmanager", "node")
 
 
-class LokiAnswerError(ValueError):
+class LokiAnswerError(SourceError):
     """An answer that is not a Loki streams result."""
 
 

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Callable, Iterable
 
 from attribution.config import PrometheusSettings
+from attribution.errors import SourceError
 from attribution.samples import MetricSeries
 from attribution.model import Coverage, ExecutionContext
 from attribution.collect.httpclient import Endpoint, HttpError, post_form
@@ -23,7 +24,7 @@ QUERY_RANGE = "/api/v1/query_range"
 MAX_POINTS = 11000  # Prometheus refuses more points per series than this
 
 
-class PromAnswerError(ValueError):
+class PromAnswerError(SourceError):
     """An answer that is not a Prometheus matrix."""
 
 

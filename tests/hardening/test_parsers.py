@@ -24,7 +24,7 @@ from attribution.collect.joboutput import parse_job_output
 from attribution.collect.kernel import KernelLineParser
 from attribution.collect.nodelogs import NodeLogSpec, parse_node_log
 from attribution.correlate.rootcause import correlate
-from attribution.errors import InputError
+from attribution.errors import InputError, TimeError
 from attribution.extract.events import extract
 from attribution.model import ExecutionContext, Observation
 from attribution.scope.bundle import parse_context
@@ -242,7 +242,7 @@ def test_the_spool_decoder_raises_only_spool_corrupt(data):
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats() | st.text(max_size=12),
     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3), max_leaves=8)
-EXPECTED_JSON_ERRORS = (InputError, ValueError, TypeError, KeyError)
+EXPECTED_JSON_ERRORS = (InputError, TimeError, ValueError, TypeError, KeyError)
 
 
 def _objects(keys):
