@@ -8,8 +8,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from attribution.errors import TimeError
 
-__all__ = ["TimeError", "resolve_zone", "as_utc", "parse_iso", "YearGuesser", "format_utc", "MONTHS", "UTC"]
-
 UTC = timezone.utc
 
 MONTHS = {m: i for i, m in enumerate(

@@ -22,9 +22,9 @@ from sqlalchemy import text
 from attribution.cli import main
 from attribution.timeparse import TimeError, parse_when
 
-from .conftest import INCIDENTS, ROOT
-from .harness.demo_store import demo_store  # noqa: F401  (fixture)
-from .harness.service import start_service
+from tests.conftest import INCIDENTS, ROOT
+from tests.harness.demo_store import demo_store  # noqa: F401  (fixture)
+from tests.harness.service import start_service
 
 UTC = timezone.utc
 NOW = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from attribution.cli import main
 
-from .conftest import ROOT
+from tests.conftest import ROOT
 
 
 def test_the_readme_sample_is_real_output():

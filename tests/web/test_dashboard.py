@@ -15,8 +15,8 @@ from sqlalchemy import text
 
 from attribution.store import browse
 
-from .harness.demo_store import demo_store  # noqa: F401  (fixture)
-from .harness.service import start_service
+from tests.harness.demo_store import demo_store  # noqa: F401  (fixture)
+from tests.harness.service import start_service
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from attribution.errors import ConfigError
 from attribution.pipeline import ingest_bundle
 from attribution.store.drain import record_resume
 
-from .conftest import INCIDENTS
+from tests.conftest import INCIDENTS
 
 
 class Receiver:

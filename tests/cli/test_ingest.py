@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from attribution.cli import main
 
-from .conftest import INCIDENTS
+from tests.conftest import INCIDENTS
 
 
 def _counts(engine) -> tuple[int, int, int]:

@@ -17,8 +17,8 @@ from sqlalchemy import create_engine, text
 
 from attribution.store import browse
 
-from .harness.chromium import artifacts_dir
-from .harness.service import start_service
+from tests.harness.chromium import artifacts_dir
+from tests.harness.service import start_service
 
 pytestmark = pytest.mark.slow
 

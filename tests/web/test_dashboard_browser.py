@@ -11,9 +11,9 @@ pytest.importorskip("websocket")
 
 from sqlalchemy import text
 
-from .harness.chromium import artifacts_dir, browser  # noqa: F401  (fixture)
-from .harness.demo_store import demo_store  # noqa: F401  (fixture)
-from .harness.service import start_service
+from tests.harness.chromium import artifacts_dir, browser  # noqa: F401  (fixture)
+from tests.harness.demo_store import demo_store  # noqa: F401  (fixture)
+from tests.harness.service import start_service
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
