@@ -19,7 +19,6 @@ def open_store(ctx: click.Context | None, auto_migrate: bool = True, pool_size: 
     the last command using it, unless `attribution db start` keeps it running)."""
     from attribution.store import db as storedb
     from attribution.store import migrate
-
     from attribution.store.lease import embedded_lease
 
     settings = settings or settings_of(ctx)
