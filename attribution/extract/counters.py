@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 from attribution.samples import Snapshot
 from attribution.extract.events import normalize_gpu
 from attribution.model import Event, ExecutionContext
-from attribution.rulepack.load import RuleSet
+from attribution.rulepack.values import RuleSet
 
 DEVICES = ("gpu", "ib_port", "pci")
 SOURCE_OF = {"gpu": "nvidia-smi", "ib_port": "infiniband", "pci": "pci"}

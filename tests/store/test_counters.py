@@ -20,9 +20,9 @@ from attribution.node.epilog import replay, telemetry_from_json, telemetry_to_js
 from attribution.pipeline import diagnose_bundle, ingest, ingest_bundle, telemetry_events
 from attribution.store import drain as sd
 
-from .conftest import CASES, ROOT
-from .harness.fakenode import FakeNode
-from .harness.hooknode import BIN, HOOK_ENV
+from tests.conftest import CASES, ROOT
+from tests.harness.fakenode import FakeNode
+from tests.harness.hooknode import BIN, HOOK_ENV
 
 UTC = timezone.utc
 CASE19 = CASES / "19-ecc-counters-grew-nccl-errors-only"

@@ -21,8 +21,8 @@ from attribution.pipeline import diagnose_bundle
 from attribution.rulepack.check import check_pack, example_context
 from attribution.samples import Snapshot
 
-from .conftest import CASES, ROOT
-from .harness.fakenode import FakeNode, smi_document
+from tests.conftest import CASES, ROOT
+from tests.harness.fakenode import FakeNode, smi_document
 
 DATA = ROOT / "tests" / "data" / "telemetry"
 UTC = timezone.utc
