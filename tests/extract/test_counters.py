@@ -218,8 +218,8 @@ def test_rules_check_rejects_an_unknown_kind_and_where_off_pci(tmp_path):
                         "    device: ib_port\n    where: gpu_path\n    counters: [counters/link_downed]", 1)
     p.write_text(text)
     problems, _ = check_pack(pack)
-    assert any("unknown kind 'ib_port_errorz'" in x for x in problems), problems
-    assert any("'where' applies to device 'pci' only" in x for x in problems), problems
+    assert any("unknown kind 'ib_port_errorz'" in x for x in map(str, problems)), problems
+    assert any("'where' applies to device 'pci' only" in x for x in map(str, problems)), problems
 
 
 def test_every_rule_example_passes(ruleset):
