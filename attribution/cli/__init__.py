@@ -49,6 +49,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group)
+@click.version_option(package_name="attribution", prog_name="attribution", message="%(prog)s %(version)s")
 @click.option("--rules", "rules_dir", type=click.Path(path_type=Path), default=None, envvar="ATTRIBUTION_RULES",
               help="Rule pack directory (default: the rules shipped with attribution).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,

@@ -14,21 +14,23 @@ import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from attribution.node import spool
 from attribution.collect.joboutput import read_job_output
 from attribution.collect.live import LiveSources, boot_time, collect_node
-from attribution.config import Settings
 from attribution.errors import InputError, StoreError
 from attribution.extract.events import extract
 from attribution.model import Coverage, Event, ExecutionContext, Observation
-from attribution.rulepack.load import RuleSet
 from attribution.scope.bundle import scheduler_observations
 from attribution.serialize import (context_from_json, context_to_json, coverage_from_json, coverage_to_json, event_from_json,
                         event_to_json)
 from attribution.scope.slurm import (EpilogEnv, controller_context, expand_output_pattern, implied_state, job_window, node_context,
                     parse_scontrol_job, still_completing)
+
+if TYPE_CHECKING:
+    from attribution.config import Settings
+    from attribution.rulepack.load import RuleSet
 
 UTC = timezone.utc
 

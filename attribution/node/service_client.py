@@ -1,6 +1,6 @@
 """The hooks' side of the Attribution Service: post one observation batch (the epilog payload), within a deadline.
 
-The report token comes from `service_token_file`, a file only its owner may read (config.read_secret). Every call
+The report token comes from `service_token_file`, a file only its owner may read (secrets.read_secret). Every call
 is bounded by the caller's deadline and by `service.client_timeout_seconds`; a busy service (503, 429) or a lost
 connection is retried while time remains. Failures raise ServiceError, and ServiceRejected when the service
 refused the payload itself (malformed, too large): sending it again cannot help.
@@ -11,11 +11,15 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import httpx
 
-from attribution.config import Settings, read_secret
 from attribution.errors import AttributionError, ConfigError
+from attribution.secrets import read_secret
+
+if TYPE_CHECKING:
+    from attribution.config import Settings
 
 OBSERVATIONS = "/v1/observations"
 RETRY_STATUSES = frozenset({408, 429, 502, 503, 504})

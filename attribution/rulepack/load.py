@@ -15,9 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-import jsonschema
 import re2
-import yaml
 
 from attribution.errors import RulePackError
 
@@ -340,20 +338,22 @@ class RuleSet:
 
 
 def default_rules_dir() -> Path:
-    """The rule pack shipped with the project (rules/ beside the package, or installed with it)."""
-    here = Path(__file__).resolve().parents[1]  # the attribution package
-    for cand in (here.parent / "rules", here / "rules"):
-        if (cand / "kinds.yaml").is_file():
-            return cand
-    return here.parent / "rules"
+    """The rule pack shipped with the project (rules/ of the checkout, or the installed copy)."""
+    from attribution.resources import rules_dir
+
+    return rules_dir()
 
 
-#: libyaml's parser when PyYAML was built with it (the wheels are): the rule pack loads ~10x faster.
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def load_rules(directory: Path | str | None = None) -> RuleSet:
     """Load and validate a rule pack. Raises RulePackError listing every problem."""
+    # imported here: a node agent with the pack compiled in its cache (rulepack/cache.py) never loads them
+    import jsonschema
+    import yaml
+
+    #: libyaml's parser when PyYAML was built with it (the wheels are): the rule pack loads ~10x faster.
+    _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     root = Path(directory) if directory else default_rules_dir()
     problems: list[str] = []
     if not root.is_dir():
@@ -427,6 +427,8 @@ def _load_schemas(root: Path, problems: list[str]) -> dict[str, Any]:
 
 def _line(tree, path: list) -> int:
     """1-based line of the YAML node at `path` (keys and indexes), or of its nearest existing parent."""
+    import yaml
+
     node = tree
     line = (tree.start_mark.line + 1) if tree is not None else 1
     for key in path:
