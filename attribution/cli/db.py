@@ -24,13 +24,16 @@ def _embedded_lease(pg):
     fd = os.open(lease, os.O_CREAT | os.O_RDWR, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
-        yield
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return  # another command still uses the server
-        if not _keep_marker(pg).exists():
-            pg.stop()
+            yield
+        finally:  # a failed command stops the server too
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                last = True
+            except BlockingIOError:
+                last = False  # another command still uses the server
+            if last and not _keep_marker(pg).exists() and pg.is_running():
+                pg.stop()
     finally:
         os.close(fd)
 

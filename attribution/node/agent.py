@@ -83,10 +83,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _rules(rules_dir, settings):
+    """(the rule pack, a function caching it when it was not cached yet: call it when the report is out)."""
     from attribution.node.settings import cache_dir
-    from attribution.rulepack.cache import cached_rules
+    from attribution.rulepack.cache import rules_and_saver
 
-    return cached_rules(rules_dir or settings.rules_dir, cache_dir())
+    return rules_and_saver(rules_dir or settings.rules_dir, cache_dir())
 
 
 def _engine_factory(settings, config_path, deadline: float):
@@ -164,7 +165,7 @@ def run_epilog(config_path=None, rules_dir=None, *, budget: float | None = None,
         # hook's `timeout` kills this process
         deadline = t0 + max(1.0, ep.budget_seconds - max(2.5, 0.15 * ep.budget_seconds))
         env = parse_env(os.environ)
-        rs = _rules(rules_dir, settings)
+        rs, save_rules = _rules(rules_dir, settings)
         factory = _engine_factory(settings, config_path, deadline)
         if env.is_controller:
             info = None
@@ -181,6 +182,7 @@ def run_epilog(config_path=None, rules_dir=None, *, budget: float | None = None,
             report = hook.run_node(rs, settings, env, factory, deadline,
                                    telemetry_dir=Path(telemetry_dir) if telemetry_dir else None)
         print(f"attribution epilog: {report.line()}", file=out)
+        save_rules()  # a first run on this pack: the next runs read it compiled
     except Exception as exc:  # never let the hook fail
         print(f"attribution epilog: error: {type(exc).__name__}: {exc} ({time.monotonic() - t0:.3f}s)", file=err)
 
@@ -219,7 +221,8 @@ def spool_flush(config_path=None, rules_dir=None, wait: bool = True, timeout: fl
             res = spool.flush(settings.spool, lambda d: replay_to_service(client, d, deadline),
                               deadline=deadline, wait_for_lock=wait)
     else:
-        rs = _rules(rules_dir, settings)
+        rs, save_rules = _rules(rules_dir, settings)
+        save_rules()
         if not settings.database.url:
             from attribution.config import load_settings
 

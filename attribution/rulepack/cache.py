@@ -27,7 +27,7 @@ from dataclasses import fields
 from pathlib import Path
 from types import MappingProxyType
 
-__all__ = ["pack_key", "cached_rules", "LazyRegex", "LazySet"]
+__all__ = ["pack_key", "cached_rules", "rules_and_saver", "LazyRegex", "LazySet"]
 
 FORMAT = "1"  # bump when what is pickled changes shape
 
@@ -60,13 +60,22 @@ def _hyperscan_tag() -> str:
 def cached_rules(directory: Path | str | None = None, cache_dir: Path | str | None = None):
     """The rule pack in `directory` (default: the shipped one), from the cache when it holds this pack, else
     loaded (and validated: RulePackError as load_rules raises it) and then cached. `cache_dir` None: no cache."""
+    rs, save = rules_and_saver(directory, cache_dir)
+    save()
+    return rs
+
+
+def rules_and_saver(directory: Path | str | None = None, cache_dir: Path | str | None = None):
+    """(the pack, a function writing it to the cache): the caller may write the cache when its urgent work is
+    done (the node agent, after delivering its report: serializing compiles every source's Hyperscan database).
+    The function does nothing when the pack came from the cache or there is no cache."""
     from attribution.resources import rules_dir
 
     root = Path(directory) if directory else rules_dir()
     if cache_dir is None or not root.is_dir():
         from attribution.rulepack.load import load_rules
 
-        return load_rules(root)
+        return load_rules(root), _nothing
     cache_dir = Path(cache_dir)
     try:
         key = pack_key(root)
@@ -76,13 +85,15 @@ def cached_rules(directory: Path | str | None = None, cache_dir: Path | str | No
     if path is not None:
         rs = _read(path, root)
         if rs is not None:
-            return rs
+            return rs, _nothing
     from attribution.rulepack.load import load_rules
 
     rs = load_rules(root)
-    if path is not None:
-        _write(path, rs)
-    return rs
+    return rs, (lambda: _write(path, rs)) if path is not None else _nothing
+
+
+def _nothing() -> None:
+    pass
 
 
 # -- reading ---------------------------------------------------------------------------------------------
