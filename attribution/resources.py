@@ -82,10 +82,7 @@ def incidents_dir() -> Path:
 
 
 def version() -> str:
-    """The installed distribution's version (the checkout's pyproject version when not installed)."""
-    from importlib import metadata
+    """This package's version (pyproject.toml reads it from attribution.__version__: one place)."""
+    from attribution import __version__
 
-    try:
-        return metadata.version("attribution")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
+    return __version__

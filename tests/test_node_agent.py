@@ -164,3 +164,13 @@ def test_the_central_commands_refuse_an_old_python_with_one_line(monkeypatch, ca
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "needs Python 3.11 or newer" in err[0]
+
+
+def test_a_central_command_on_a_slim_install_names_the_extra_to_install(tmp_path):
+    probe = ("import sys\nfor m in ('psycopg', 'sqlalchemy', 'alembic'):\n    sys.modules[m] = None  # not installed\n"
+             "from attribution.entry import main\nsys.argv = ['attribution', 'db', 'upgrade']\nmain()\n")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "ATTRIBUTION_HOME": str(tmp_path)}, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "attribution: this command needs attribution[db] (no module 'psycopg' here): pip install 'attribution[db]'"]

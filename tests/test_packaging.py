@@ -1,11 +1,12 @@
 """The wheel as a new user installs it: built once per session, installed into fresh venvs of every Python present.
 
-- Central side (3.11 system Python, 3.12, 3.13): `attribution[all]`; every command that reads the shipped data
-  works from an unrelated directory, as root and as an ordinary user (nobody): --version, rules path, rules check,
-  diagnose of a shipped incident, db upgrade and ingest on a real PostgreSQL.
-- Node side (3.9, 3.10): `attribution[db]` (the node agent and its database writer); a failed job's report is
-  spooled while the database is away, and the central side stores that spool file once.
-An interpreter that is not on this machine is skipped, and the skip names it.
+- Central side (the system's 3.11, 3.12, 3.13) with `attribution[all]`: every command that reads the shipped
+  data works from an unrelated folder (--version, rules path, rules check, diagnose of a shipped incident, db
+  upgrade and ingest on a real PostgreSQL), as root and as an ordinary user (nobody).
+- Node side (3.9, 3.10): the slim install (`attribution`, nothing else) spools a failed job's report while the
+  service is away; with `[db]` it spools while the database is away, and the central side stores that file once.
+An interpreter that is not on this machine is skipped, and the skip names it; so is the ordinary-user run of an
+interpreter that user cannot execute (pyenv's under /root, mode 0700).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ NODE = {"3.9": ["/root/.pyenv/versions/3.9*/bin/python3.9"], "3.10": ["/root/.py
 
 def find_python(version: str, patterns: list[str]) -> str | None:
     found = shutil.which(f"python{version}")
-    candidates = ([found] if found else []) + sorted(p for pat in patterns for p in glob.glob(pat))
+    candidates = sorted(p for pat in patterns for p in glob.glob(pat)) + ([found] if found else [])
     for c in candidates:
         r = subprocess.run([c, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True,
                            text=True)
@@ -75,9 +76,28 @@ def make_venv(python: str, spec: str, where: Path) -> Path:
     return where
 
 
+@pytest.fixture(scope="session")
+def venv_for(dist):
+    """venv_for(python, extras): one fresh venv per interpreter and extras for the session, in a folder any user
+    may enter (pytest's basetemp is 0700 under root)."""
+    top = Path(tempfile.mkdtemp(prefix="attribution-pkg-"))
+    top.chmod(0o755)
+    made: dict[tuple[str, str], Path] = {}
+
+    def make(python: str, extras: str) -> Path:
+        key = (python, extras)
+        if key not in made:
+            spec = f"{wheel_of(dist)}[{extras}]" if extras else str(wheel_of(dist))
+            made[key] = make_venv(python, spec, top / f"venv-{len(made)}")
+        return made[key]
+
+    yield make
+    shutil.rmtree(top, ignore_errors=True)
+
+
 @pytest.fixture
 def public_dir():
-    """A directory this test owns that any user may enter (pytest's basetemp is 0700 under root)."""
+    """A folder this test owns that any user may enter."""
     d = Path(tempfile.mkdtemp(prefix="attribution-pkg-"))
     d.chmod(0o755)
     yield d
@@ -112,37 +132,74 @@ def test_the_wheel_and_sdist_carry_the_data(dist):
             "tests/incidents/06-ib-link-down/context.yaml", "setup.py"} <= members
 
 
-@pytest.mark.parametrize("version", sorted(CENTRAL))
-def test_the_central_side_from_the_wheel_on_every_python(version, dist, public_dir, pg_url):
-    python = need_python(version, CENTRAL[version])
-    venv = make_venv(python, f"{wheel_of(dist)}[all]", public_dir / "venv")
+def shipped_incident(venv: Path) -> Path:
+    [incident] = list(venv.glob("lib/python*/site-packages/attribution/_data/incidents/06-ib-link-down"))
+    return incident
+
+
+def smoke(user: str | None, venv: Path, work: Path, pg_url: str) -> None:
+    """Every command that reads the shipped data, from an unrelated folder, as `user` (None: root)."""
     bin_ = venv / "bin" / "attribution"
-    work = public_dir / "elsewhere"
-    work.mkdir()
-    (work / "home").mkdir()
-    os.chown(work / "home", 65534, 65534)
-    incident = venv.glob("lib/python*/site-packages/attribution/_data/incidents/06-ib-link-down")
-    [incident] = list(incident)
-    for user in (None, "nobody"):
-        r = as_user(user, [str(bin_), "--version"], work)
-        assert r.returncode == 0 and r.stdout.strip() == "attribution 0.1.0", r.stdout + r.stderr
-        r = as_user(user, [str(bin_), "rules", "path"], work)
-        assert r.returncode == 0 and Path(r.stdout.strip()) == incident.parents[1] / "rules", r.stdout + r.stderr
-        r = as_user(user, [str(bin_), "rules", "check"], work)
-        assert r.returncode == 0 and ": ok (version" in r.stdout, r.stdout + r.stderr
-        r = as_user(user, [str(bin_), "diagnose", str(incident), "--json"], work)
-        assert r.returncode == 0 and '"outcome"' in r.stdout, r.stdout + r.stderr
+    incident = shipped_incident(venv)
+    r = as_user(user, [str(bin_), "--version"], work)
+    assert r.returncode == 0 and r.stdout.strip() == "attribution 0.1.0", r.stdout + r.stderr
+    r = as_user(user, [str(bin_), "rules", "path"], work)
+    assert r.returncode == 0 and Path(r.stdout.strip()) == incident.parents[1] / "rules", r.stdout + r.stderr
+    r = as_user(user, [str(bin_), "rules", "check"], work)
+    assert r.returncode == 0 and ": ok (version" in r.stdout, r.stdout + r.stderr
+    r = as_user(user, [str(bin_), "diagnose", str(incident), "--json"], work)
+    assert r.returncode == 0 and '"outcome"' in r.stdout, r.stdout + r.stderr
     env = {"ATTRIBUTION_DATABASE_URL": pg_url}
-    r = as_user(None, [str(bin_), "db", "upgrade"], work, env)
+    r = as_user(user, [str(bin_), "db", "upgrade"], work, env)
     assert r.returncode == 0 and "at revision" in r.stdout, r.stdout + r.stderr
-    r = as_user("nobody", [str(bin_), "ingest", str(incident)], work, env)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = as_user(user, [str(bin_), "ingest", str(incident)], work, env)
+    assert r.returncode == 0 and "new verdict" in r.stdout, r.stdout + r.stderr
+
+
+def work_dir(public_dir: Path, owner: int | None = None) -> Path:
+    work = public_dir / "elsewhere"
+    (work / "home").mkdir(parents=True)
+    if owner is not None:
+        os.chown(work / "home", owner, owner)
+    return work
+
+
+@pytest.mark.parametrize("version", sorted(CENTRAL))
+def test_the_central_side_from_the_wheel_as_root(version, venv_for, public_dir, pg_url):
+    venv = venv_for(need_python(version, CENTRAL[version]), "all")
+    smoke(None, venv, work_dir(public_dir), pg_url)
+
+
+@pytest.mark.parametrize("version", sorted(CENTRAL))
+def test_the_central_side_from_the_wheel_as_an_ordinary_user(version, venv_for, public_dir, pg_url):
+    python = need_python(version, CENTRAL[version])
+    real = os.path.realpath(python)
+    if as_user("nobody", [real, "-c", "pass"], public_dir).returncode != 0:
+        pytest.skip(f"Python {version} ({real}) cannot be run by an ordinary user on this machine (it lives under "
+                    f"a folder only root may enter)")
+    venv = venv_for(python, "all")
+    smoke("nobody", venv, work_dir(public_dir, owner=65534), pg_url)
 
 
 @pytest.mark.parametrize("version", sorted(NODE))
-def test_the_node_agent_alone_spools_while_the_database_is_away(version, dist, public_dir, tmp_path, pg_url):
+def test_the_slim_node_install_spools_while_the_service_is_away(version, venv_for, tmp_path):
+    venv = venv_for(need_python(version, NODE[version]), "")
+    env, argv = node(tmp_path, "service")
+    r = subprocess.run([str(venv / "bin" / "attribution"), *argv], env={**env, "HOME": str(tmp_path)},
+                       capture_output=True, text=True, timeout=120, cwd="/")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and "node job 4242; 1 event(s)" in out and "spooled to" in out, out
+    assert "connection refused" in out
+    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import importlib.util as u; print([m for m in "
+                           "('sqlalchemy', 'alembic', 'fastapi', 'pydantic', 'altair', 'psycopg', 'httpx') "
+                           "if u.find_spec(m)])"], capture_output=True, text=True)
+    assert site.stdout.strip() == "[]", "the slim install pulls only what the node agent needs"
+
+
+@pytest.mark.parametrize("version", sorted(NODE))
+def test_the_node_agent_spools_while_the_database_is_away(version, venv_for, tmp_path, pg_url):
     python = need_python(version, NODE[version])
-    venv = make_venv(python, f"{wheel_of(dist)}[db]", public_dir / "venv")
+    venv = venv_for(python, "db")
     env, argv = node(tmp_path, "database")
     env = {**env, "HOME": str(tmp_path)}
     r = subprocess.run([str(venv / "bin" / "attribution"), *argv], env=env, capture_output=True, text=True,

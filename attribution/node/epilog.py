@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from attribution.node import spool
-from attribution.collect.joboutput import read_job_output
 from attribution.collect.live import LiveSources, boot_time, collect_node
 from attribution.errors import InputError, StoreError
 from attribution.extract.events import extract
@@ -295,6 +294,8 @@ def job_output_files(env: EpilogEnv, info: Mapping[str, str]) -> list[Path]:
 
 def run_controller(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_factory, deadline: float,
                    info: Mapping[str, str] | None = None, now: datetime | None = None) -> HookReport:
+    from attribution.collect.joboutput import read_job_output  # the controller's only: a node never loads it
+
     t0 = time.monotonic()
     report = HookReport("controller", env.job_id)
     now = now or datetime.now(UTC)

@@ -18,6 +18,7 @@ Any failure reading or writing the cache falls back to loading the pack: the cac
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import os
 import pickle
@@ -49,12 +50,14 @@ def _hidden(rel: Path) -> bool:
 
 
 def _hyperscan_tag() -> str:
-    try:
-        from importlib import metadata
-
-        return "hs" + metadata.version("hyperscan")
-    except Exception:
+    spec = importlib.util.find_spec("hyperscan")  # without importing it (nor importlib.metadata: ~30 ms)
+    if spec is None or not spec.origin:
         return "nohs"
+    try:
+        st = os.stat(spec.origin)
+    except OSError:
+        return "nohs"
+    return f"hs:{spec.origin}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def cached_rules(directory: Path | str | None = None, cache_dir: Path | str | None = None):
