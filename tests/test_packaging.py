@@ -122,7 +122,8 @@ def test_the_wheel_and_sdist_carry_the_data(dist):
                  "attribution/_data/migrations/env.py", "attribution/_data/migrations/versions/0001_initial.py",
                  "attribution/_data/sql/10_job_verdicts.sql", "attribution/_data/sql/grafana/attribution-fleet.json",
                  "attribution/_data/hooks/epilog", "attribution/_data/hooks/lib.sh",
-                 "attribution/_data/incidents/06-ib-link-down/context.yaml", "attribution/resources.py"):
+                 "attribution/_data/incidents/06-ib-link-down/context.yaml", "attribution/resources.py",
+                 "attribution/_data/hooks/systemd/attribution.service", "attribution/web/templates/base.html"):
         assert want in names, want
     info = zipfile.ZipFile(wheel_of(dist)).getinfo("attribution/_data/hooks/epilog")
     assert (info.external_attr >> 16) & 0o111, "the hooks keep their executable bit"
