@@ -183,7 +183,7 @@ def test_the_central_side_from_the_wheel_as_an_ordinary_user(version, venv_for, 
 
 
 @pytest.mark.parametrize("version", sorted(NODE))
-def test_the_slim_node_install_spools_while_the_service_is_away(version, venv_for, tmp_path):
+def test_the_slim_node_install_spools_while_the_service_or_the_database_is_away(version, venv_for, tmp_path):
     venv = venv_for(need_python(version, NODE[version]), "")
     env, argv = node(tmp_path, "service")
     r = subprocess.run([str(venv / "bin" / "attribution"), *argv], env={**env, "HOME": str(tmp_path)},
@@ -191,6 +191,12 @@ def test_the_slim_node_install_spools_while_the_service_is_away(version, venv_fo
     out = r.stdout + r.stderr
     assert r.returncode == 0 and "node job 4242; 1 event(s)" in out and "spooled to" in out, out
     assert "connection refused" in out
+    (tmp_path / "db").mkdir()
+    env, argv = node(tmp_path / "db", "database")  # configured for the database: it has no driver
+    r = subprocess.run([str(venv / "bin" / "attribution"), *argv], env={**env, "HOME": str(tmp_path)},
+                       capture_output=True, text=True, timeout=120, cwd="/")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and "spooled to" in out and "needs attribution[db]" in out, out
     site = subprocess.run([str(venv / "bin" / "python"), "-c", "import importlib.util as u; print([m for m in "
                            "('sqlalchemy', 'alembic', 'fastapi', 'pydantic', 'altair', 'psycopg', 'httpx') "
                            "if u.find_spec(m)])"], capture_output=True, text=True)

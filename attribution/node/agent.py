@@ -94,6 +94,14 @@ def _engine_factory(settings, config_path, deadline: float):
     """A context manager giving an engine whose connect and statement timeouts fit the hook's remaining budget.
     Loads the store (the [db] extra) only when called: the database is the target."""
     def make():
+        import importlib.util
+
+        missing = [m for m in ("sqlalchemy", "psycopg") if importlib.util.find_spec(m) is None]
+        if missing:
+            from attribution.errors import ConfigError
+
+            raise ConfigError(f"reporting to the database needs attribution[db] (no {', '.join(missing)} here): "
+                              f"pip install 'attribution[db]', or report to the service (service_url)")
         remaining = max(1.0, deadline - time.monotonic())
         db = settings.database
         s = settings
