@@ -190,7 +190,6 @@ def test_the_slim_node_install_spools_while_the_service_or_the_database_is_away(
                        capture_output=True, text=True, timeout=120, cwd="/")
     out = r.stdout + r.stderr
     assert r.returncode == 0 and "node job 4242; 1 event(s)" in out and "spooled to" in out, out
-    assert "connection refused" in out
     (tmp_path / "db").mkdir()
     env, argv = node(tmp_path / "db", "database")  # configured for the database: it has no driver
     r = subprocess.run([str(venv / "bin" / "attribution"), *argv], env={**env, "HOME": str(tmp_path)},
