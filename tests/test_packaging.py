@@ -69,7 +69,9 @@ def make_venv(python: str, spec: str, where: Path) -> Path:
     """A fresh venv in `where` (world-searchable, so that nobody can run it) with `spec` installed."""
     r = subprocess.run([python, "-m", "venv", str(where)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run([str(where / "bin" / "python"), "-m", "pip", "install", "-q", spec], capture_output=True,
+    # --prefer-binary: a node's pip should take the newest release with a wheel for its Python (docs/install.md)
+    r = subprocess.run([str(where / "bin" / "python"), "-m", "pip", "install", "-q", "--prefer-binary", spec],
+                       capture_output=True,
                        text=True, timeout=1800)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     subprocess.run(["chmod", "-R", "a+rX", str(where)], check=True)
