@@ -16,6 +16,9 @@ from attribution.errors import AttributionError, ConfigError, InputError, RulePa
 EXIT_PROBLEMS = 1
 EXIT_BAD_INPUT = 2
 EXIT_STORE = 3
+#: the extra (pyproject.toml) that installs each module the base (node) install leaves out
+EXTRA_OF = {"sqlalchemy": "db", "psycopg": "db", "alembic": "server", "fastapi": "server", "pydantic": "server",
+            "starlette": "server", "uvicorn": "server", "altair": "reports", "vl_convert": "reports"}
 
 
 class _Group(click.Group):
@@ -37,9 +40,18 @@ class _Group(click.Group):
         except AttributionError as exc:
             click.echo(f"attribution: {exc}", err=True)
             sys.exit(EXIT_BAD_INPUT)
+        except ModuleNotFoundError as exc:  # a slim (node) install running a command of the central side
+            extra = EXTRA_OF.get((exc.name or "").split(".")[0])
+            if extra is None:
+                raise
+            click.echo(f"attribution: this command needs attribution[{extra}] (no module {exc.name!r} here): "
+                       f"pip install 'attribution[{extra}]'", err=True)
+            sys.exit(EXIT_BAD_INPUT)
         except Exception as exc:  # a database error that reached the edge without being wrapped
-            from sqlalchemy.exc import SQLAlchemyError
-
+            try:
+                from sqlalchemy.exc import SQLAlchemyError
+            except ImportError:
+                raise exc from None
             if not isinstance(exc, SQLAlchemyError):
                 raise
             orig = getattr(exc, "orig", None) or exc
@@ -49,6 +61,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group)
+@click.version_option(package_name="attribution", prog_name="attribution", message="%(prog)s %(version)s")
 @click.option("--rules", "rules_dir", type=click.Path(path_type=Path), default=None, envvar="ATTRIBUTION_RULES",
               help="Rule pack directory (default: the rules shipped with attribution).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,

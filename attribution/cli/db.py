@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from attribution import resources
 from attribution.cli import main, ruleset_of, settings_of
 
 
@@ -215,7 +216,7 @@ def _opened(bundle: Path):
 @main.command()
 @click.option("--weeks", default=8, show_default=True, help="Weeks of generated fleet history.")
 @click.option("--incidents", type=click.Path(path_type=Path), default=None,
-              help="Folder of example incident bundles (default: tests/incidents of this checkout).")
+              help="Folder of example incident bundles (default: the example incidents shipped with attribution).")
 @click.option("--fresh", is_flag=True, help="Start over: empty the embedded database first (never a configured one).")
 @click.pass_context
 def demo(ctx: click.Context, weeks: int, incidents: Path | None, fresh: bool) -> None:
@@ -234,7 +235,7 @@ def demo(ctx: click.Context, weeks: int, incidents: Path | None, fresh: bool) ->
                                     "embedded default")
 
     rs = ruleset_of(ctx)
-    folder = incidents or Path(__file__).resolve().parents[2] / "tests" / "incidents"
+    folder = incidents or resources.incidents_dir()
     examples = sorted(p for p in folder.iterdir() if (p / "context.yaml").is_file()) if folder.is_dir() else []
     t0 = time.monotonic()
     with open_store(ctx) as engine, tempfile.TemporaryDirectory(prefix="attribution-demo-") as tmp:

@@ -74,6 +74,17 @@ def rules() -> None:
     """Rule pack commands."""
 
 
+@rules.command("path")
+@click.pass_context
+def rules_path(ctx: click.Context) -> None:
+    """Print the folder of the rule pack in use (--rules, rules_dir in the configuration, else the shipped one)."""
+    from attribution.resources import rules_dir
+
+    obj = ctx.find_root().obj
+    chosen = obj.get("rules_dir") or settings_of(ctx).rules_dir
+    click.echo(Path(chosen).resolve() if chosen else rules_dir())
+
+
 @rules.command("check")
 @click.argument("directory", type=click.Path(path_type=Path), required=False)
 @click.option("--hook-filter", "hook_filter", type=click.Path(path_type=Path, dir_okay=False), default=None,

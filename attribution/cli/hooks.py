@@ -1,39 +1,44 @@
 """`attribution epilog` (what hooks/epilog and hooks/epilog-slurmctld run) and `attribution spool ...`.
 
-`epilog` never fails: whatever happens it prints one line saying what it did and exits 0, so that a Slurm
-epilog calling it can never drain a node because of us.
+The work is the node agent's (attribution/node/agent.py); `attribution` hands these commands to it before click is
+even imported (attribution/entry.py). These click commands are the same entry points inside the command tree
+(`python -m attribution.cli`, tests). `epilog` never fails: whatever happens it prints one line saying what it did
+and exits 0, so that a Slurm epilog calling it can never drain a node because of us.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-import time
 from pathlib import Path
 
 import click
 
-from attribution.cli import main, ruleset_of, settings_of
+from attribution.cli import main
+from attribution.node import agent
+from attribution.node.agent import KERNEL_SOURCES
 
 
-def _engine_factory(settings, deadline: float):
-    """A context manager giving an engine whose connect and statement timeouts fit the hook's remaining budget."""
-    def make():
-        from dataclasses import replace
+def _globals(ctx: click.Context) -> tuple:
+    obj = ctx.find_root().obj
+    return obj.get("config_path"), obj.get("rules_dir")
 
-        from attribution.cli.db import open_store
 
-        remaining = max(1.0, deadline - time.monotonic())
-        db = replace(settings.database, connect_timeout=min(settings.database.connect_timeout, remaining / 2),
-                     statement_timeout_ms=int(min(settings.database.statement_timeout_ms, remaining * 1000)))
-        return open_store(None, settings=replace(settings, database=db), pool_size=1,
-                          application_name="attribution-epilog", deadline=deadline)
-    return make
+class _Echo:
+    """click.echo as a file, so the agent's lines reach click's (and CliRunner's) streams."""
+
+    def __init__(self, err: bool) -> None:
+        self.err = err
+
+    def write(self, text: str) -> None:
+        click.echo(text, nl=False, err=self.err)
+
+    def flush(self) -> None:
+        pass
 
 
 @main.command()
 @click.option("--budget", type=float, default=None, help="Seconds this run may take (default: epilog.budget_seconds).")
-@click.option("--kernel-source", type=click.Choice(["auto", "journald", "dmesg", "file"]), default=None)
+@click.option("--kernel-source", type=click.Choice(KERNEL_SOURCES), default=None)
 @click.option("--kernel-file", type=click.Path(path_type=Path), default=None,
               help="Kernel log file to read when the kernel source is 'file' (e.g. /var/log/kern.log).")
 @click.option("--fabricmanager-log", type=click.Path(path_type=Path), default=None)
@@ -48,42 +53,12 @@ def epilog(ctx: click.Context, budget: float | None, kernel_source: str | None, 
            fabricmanager_log: Path | None, scontrol_output: Path | None, started: float | None,
            telemetry_dir: Path | None) -> None:
     """The entry point the Slurm hooks call; reads the Slurm environment. Always exits 0."""
-    t0 = time.monotonic()
-    if started is not None:  # the time Python took to start counts against the budget
-        t0 -= max(0.0, min(time.time() - started, 60.0))
-    try:
-        from dataclasses import replace
-
-        from attribution.node import epilog as hook
-        from attribution.scope.slurm import parse_env, parse_scontrol_job
-
-        settings = settings_of(ctx)
-        ep = settings.epilog
-        ep = replace(ep, budget_seconds=budget or ep.budget_seconds,
-                     kernel_source=kernel_source or ("file" if kernel_file else ep.kernel_source),
-                     kernel_file=str(kernel_file) if kernel_file else ep.kernel_file,
-                     fabricmanager_log=str(fabricmanager_log) if fabricmanager_log else ep.fabricmanager_log)
-        settings = replace(settings, epilog=ep)
-        # stop storing with a margin (a last connect attempt may take 2 s) for writing the spool before the
-        # hook's `timeout` kills this process
-        deadline = t0 + max(1.0, ep.budget_seconds - max(2.5, 0.15 * ep.budget_seconds))
-        env = parse_env(os.environ)
-        rs = ruleset_of(ctx)
-        factory = _engine_factory(settings, deadline)
-        if env.is_controller:
-            info = None
-            if scontrol_output:
-                try:
-                    info = parse_scontrol_job(scontrol_output.read_text())
-                except OSError:
-                    info = None
-            report = hook.run_controller(rs, settings, env, factory, deadline, info=info)
-        else:
-            report = hook.run_node(rs, settings, env, factory, deadline, telemetry_dir=telemetry_dir)
-        click.echo(f"attribution epilog: {report.line()}")
-    except Exception as exc:  # never let the hook fail
-        click.echo(f"attribution epilog: error: {type(exc).__name__}: {exc} ({time.monotonic() - t0:.3f}s)",
-                   err=True)
+    config_path, rules_dir = _globals(ctx)
+    agent.run_epilog(config_path, rules_dir, budget=budget, kernel_source=kernel_source,
+                     kernel_file=str(kernel_file) if kernel_file else None,
+                     fabricmanager_log=str(fabricmanager_log) if fabricmanager_log else None,
+                     scontrol_output=str(scontrol_output) if scontrol_output else None, started=started,
+                     telemetry_dir=str(telemetry_dir) if telemetry_dir else None, out=_Echo(False), err=_Echo(True))
     sys.exit(0)
 
 
@@ -99,42 +74,14 @@ def spool_group() -> None:
 def spool_flush(ctx: click.Context, wait: bool, timeout: float | None) -> None:
     """Store every spooled payload once (safe to run any number of times, e.g. from a systemd timer): in the
     database, or through the Attribution Service when service_url is set."""
-    from attribution.node import spool
-    from attribution.node.epilog import replay, replay_to_service
-    from attribution.cli.db import open_store
-
-    settings = settings_of(ctx)
-    rs = None if settings.service_url else ruleset_of(ctx)
-    deadline = time.monotonic() + timeout if timeout else None
-    if not spool.pending(settings.spool):
-        click.echo(f"{settings.spool}: nothing to replay")
-        return
-    if settings.service_url:
-        from attribution.node.service_client import client_from_settings
-
-        with client_from_settings(settings) as client:
-            res = spool.flush(settings.spool, lambda d: replay_to_service(client, d, deadline),
-                              deadline=deadline, wait_for_lock=wait)
-    else:
-        with open_store(ctx) as engine:
-            res = spool.flush(settings.spool, lambda d: replay(rs, engine, d, deadline), deadline=deadline,
-                              wait_for_lock=wait)
-    click.echo(f"{settings.spool}: replayed {res.replayed}, left {res.left}, bad {len(res.bad)}"
-               + (f"; stopped: {res.error}" if res.error else "") + ("; another flush holds the lock"
-                                                                     if res.locked_out else ""))
-    for b in res.bad:
-        click.echo(f"  bad: {b}", err=True)
-    if res.error or res.left:
-        sys.exit(3)
+    config_path, rules_dir = _globals(ctx)
+    rc = agent.spool_flush(config_path, rules_dir, wait=wait, timeout=timeout)
+    if rc:
+        sys.exit(rc)
 
 
 @spool_group.command("status")
 @click.pass_context
 def spool_status(ctx: click.Context) -> None:
     """How many payloads wait in the spool."""
-    from attribution.node import spool
-
-    settings = settings_of(ctx)
-    files = spool.pending(settings.spool)
-    bad = list((settings.spool / "bad").glob("*.spool")) if (settings.spool / "bad").is_dir() else []
-    click.echo(f"{settings.spool}: {len(files)} pending, {len(bad)} bad")
+    agent.spool_status(_globals(ctx)[0])

@@ -18,11 +18,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 from urllib.parse import urlencode, urlsplit
 
-from attribution.config import HttpAuthSettings, read_secret
 from attribution.errors import ConfigError, SourceError
+from attribution.secrets import read_secret
+
+if TYPE_CHECKING:
+    from attribution.config import HttpAuthSettings
 
 MAX_BODY = 512 << 20  # an answer larger than this is refused (bounded memory)
 CHUNK = 1 << 16
@@ -75,10 +78,27 @@ def endpoint_from(settings: HttpAuthSettings, name: str) -> Endpoint:
     return Endpoint(url=url.rstrip("/"), headers=headers, timeout=float(settings.timeout), ca_file=settings.ca_file)
 
 
+@dataclass(frozen=True)
+class Response:
+    status: int
+    reason: str
+    headers: Mapping[str, str]  # names in lower case
+    body: bytes
+
+
 def post_form(endpoint: Endpoint, path: str, params: Mapping[str, str], deadline: float) -> bytes:
     """POST `params` form-encoded to `endpoint.url + path` and return the body of a 200 answer.
 
     Ends by `deadline` (a time.monotonic() value) or after `endpoint.timeout`, whichever is first."""
+    resp = post(endpoint, path, urlencode(params).encode("ascii"), "application/x-www-form-urlencoded", deadline)
+    if resp.status != 200:
+        raise HttpError(f"HTTP {resp.status}: {_error_text(resp.body)}", status=resp.status)
+    return resp.body
+
+
+def post(endpoint: Endpoint, path: str, body: bytes, content_type: str, deadline: float) -> Response:
+    """POST `body` to `endpoint.url + path`; the answer whatever its status. Raises HttpError (transport=True)
+    when the server could not be reached or gave no complete answer by `deadline` or `endpoint.timeout`."""
     now = time.monotonic()
     budget = min(endpoint.timeout, deadline - now)
     if budget <= 0:
@@ -95,9 +115,8 @@ def post_form(endpoint: Endpoint, path: str, params: Mapping[str, str], deadline
             conn = http.client.HTTPConnection(host, parts.port, timeout=budget)
     except (OSError, ssl.SSLError) as exc:
         raise HttpError(f"cannot set up a connection: {exc}", transport=True) from None
-    body = urlencode(params).encode("ascii")
     headers = dict(endpoint.headers)
-    headers["Content-Type"] = "application/x-www-form-urlencoded"
+    headers["Content-Type"] = content_type
     watchdog = threading.Timer(budget, _cut, args=(conn,))
     watchdog.daemon = True
     watchdog.start()
@@ -119,9 +138,8 @@ def post_form(endpoint: Endpoint, path: str, params: Mapping[str, str], deadline
     finally:
         watchdog.cancel()
         conn.close()
-    if resp.status != 200:
-        raise HttpError(f"HTTP {resp.status}: {_error_text(data)}", status=resp.status)
-    return data
+    return Response(resp.status, resp.reason or "", MappingProxyType({k.lower(): v for k, v in resp.getheaders()}),
+                    data)
 
 
 def _cut(conn: http.client.HTTPConnection) -> None:
@@ -165,4 +183,4 @@ def _error_text(data: bytes) -> str:
     return first[:300]
 
 
-__all__ = ["Endpoint", "HttpError", "endpoint_from", "post_form"]
+__all__ = ["Endpoint", "HttpError", "Response", "endpoint_from", "post", "post_form"]

@@ -14,20 +14,21 @@ import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from attribution.node import spool
-from attribution.collect.joboutput import read_job_output
 from attribution.collect.live import LiveSources, boot_time, collect_node
-from attribution.config import Settings
 from attribution.errors import InputError, StoreError
 from attribution.extract.events import extract
 from attribution.model import Coverage, Event, ExecutionContext, Observation
-from attribution.rulepack.values import RuleSet
 from attribution.scope.bundle import scheduler_observations
 from attribution.serialize import Report, report_from_json, report_to_json
 from attribution.scope.slurm import (EpilogEnv, controller_context, expand_output_pattern, implied_state, job_window, node_context,
                     parse_scontrol_job, still_completing)
+
+if TYPE_CHECKING:
+    from attribution.config import Settings
+    from attribution.rulepack.values import RuleSet
 
 UTC = timezone.utc
 
@@ -288,6 +289,8 @@ def job_output_files(env: EpilogEnv, info: Mapping[str, str]) -> list[Path]:
 
 def run_controller(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_factory, deadline: float,
                    info: Mapping[str, str] | None = None, now: datetime | None = None) -> HookReport:
+    from attribution.collect.joboutput import read_job_output  # the controller's only: a node never loads it
+
     t0 = time.monotonic()
     report = HookReport("controller", env.job_id)
     now = now or datetime.now(UTC)

@@ -1,6 +1,6 @@
 """The hooks' side of the Attribution Service: post one observation batch (the epilog payload), within a deadline.
 
-The report token comes from `service_token_file`, a file only its owner may read (config.read_secret). Every call
+The report token comes from `service_token_file`, a file only its owner may read (secrets.read_secret). Every call
 is bounded by the caller's deadline and by `service.client_timeout_seconds`; a busy service (503, 429) or a lost
 connection is retried while time remains. Failures raise ServiceError, and ServiceRejected when the service
 refused the payload itself (malformed, too large): sending it again cannot help.
@@ -8,14 +8,18 @@ refused the payload itself (malformed, too large): sending it again cannot help.
 
 from __future__ import annotations
 
+import json
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import httpx
-
-from attribution.config import Settings, read_secret
+from attribution.collect.httpclient import Endpoint, HttpError, Response, post
 from attribution.errors import AttributionError, ConfigError
+from attribution.secrets import read_secret
+
+if TYPE_CHECKING:
+    from attribution.config import Settings
 
 OBSERVATIONS = "/v1/observations"
 RETRY_STATUSES = frozenset({408, 429, 502, 503, 504})
@@ -41,7 +45,6 @@ class ServiceClient:
     token: str
     timeout: float = 10.0
     attempts: int = 3
-    _http: httpx.Client | None = field(default=None, repr=False)
 
     def __enter__(self) -> ServiceClient:
         return self
@@ -50,38 +53,35 @@ class ServiceClient:
         self.close()
 
     def close(self) -> None:
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        pass  # one connection per request (a hook posts once or twice): nothing stays open
 
-    def _client(self) -> httpx.Client:
-        if self._http is None:
-            self._http = httpx.Client(base_url=self.base_url.rstrip("/"), follow_redirects=False,
-                                      headers={"Authorization": f"Bearer {self.token}",
-                                               "User-Agent": "attribution-hook"})
-        return self._http
+    def _endpoint(self, timeout: float) -> Endpoint:
+        return Endpoint(url=self.base_url.rstrip("/"), timeout=timeout,
+                        headers={"Authorization": f"Bearer {self.token}", "User-Agent": "attribution-hook",
+                                 "Accept": "application/json"})
 
     def post_observations(self, payload: dict, deadline: float | None = None) -> dict:
         """Post one batch; returns the service's answer (what was stored, whether the verdict changed)."""
         last = "no attempt"
+        body = json.dumps(payload, separators=(",", ":")).encode()
         for attempt in range(self.attempts):
             left = self.timeout if deadline is None else min(self.timeout, deadline - time.monotonic())
             if left <= 0.05:
                 raise ServiceError(f"no time left to report to {self.base_url} ({last})")
             try:
-                r = self._client().post(OBSERVATIONS, json=payload, timeout=httpx.Timeout(left))
-            except httpx.HTTPError as exc:
-                last = f"{type(exc).__name__}: {exc}"
+                r = post(self._endpoint(left), OBSERVATIONS, body, "application/json", time.monotonic() + left)
+            except HttpError as exc:
+                last = exc.reason
                 retry_after = 0.2
             else:
-                if r.status_code < 300:
+                if r.status < 300:
                     return _json(r)
                 message = _message(r)
-                if r.status_code in PERMANENT_STATUSES:
-                    raise ServiceRejected(r.status_code, message)
-                if r.status_code not in RETRY_STATUSES:
-                    raise ServiceError(f"HTTP {r.status_code}: {message}")
-                last = f"HTTP {r.status_code}: {message}"
+                if r.status in PERMANENT_STATUSES:
+                    raise ServiceRejected(r.status, message)
+                if r.status not in RETRY_STATUSES:
+                    raise ServiceError(f"HTTP {r.status}: {message}")
+                last = f"HTTP {r.status}: {message}"
                 retry_after = _retry_after(r)
             pause = min(retry_after, 2.0) * (0.5 + random.random())
             if attempt + 1 < self.attempts and (deadline is None or time.monotonic() + pause < deadline):
@@ -101,21 +101,21 @@ def client_from_settings(settings: Settings) -> ServiceClient:
                          timeout=settings.service.client_timeout_seconds)
 
 
-def _json(r: httpx.Response) -> dict:
+def _json(r: Response) -> dict:
     try:
-        body = r.json()
+        body = json.loads(r.body)
     except ValueError:
         return {}
     return body if isinstance(body, dict) else {}
 
 
-def _message(r: httpx.Response) -> str:
+def _message(r: Response) -> str:
     body = _json(r)
-    msg = body.get("message") if isinstance(body.get("message"), str) else r.text[:200]
-    return msg.strip().splitlines()[0] if msg and msg.strip() else r.reason_phrase
+    msg = body.get("message") if isinstance(body.get("message"), str) else r.body[:200].decode("utf-8", "replace")
+    return msg.strip().splitlines()[0] if msg and msg.strip() else r.reason
 
 
-def _retry_after(r: httpx.Response) -> float:
+def _retry_after(r: Response) -> float:
     try:
         return max(0.0, float(r.headers.get("retry-after", "0.5")))
     except ValueError:

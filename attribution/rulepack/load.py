@@ -20,12 +20,10 @@ from attribution.rulepack.yamlload import FILE_TYPES, SCHEMA_DIR_NAME, pack_file
 __all__ = ["load_rules", "default_rules_dir", "compile_re2", "FILE_TYPES", "Rule", "RuleSet"]
 
 def default_rules_dir() -> Path:
-    """The rule pack shipped with the project (rules/ beside the package, or installed with it)."""
-    here = Path(__file__).resolve().parents[1]  # the attribution package
-    for cand in (here.parent / "rules", here / "rules"):
-        if (cand / "kinds.yaml").is_file():
-            return cand
-    return here.parent / "rules"
+    """The rule pack shipped with the project (rules/ of the checkout, or the installed copy)."""
+    from attribution.resources import rules_dir
+
+    return rules_dir()
 
 
 def load_rules(directory: Path | str | None = None) -> RuleSet:

@@ -93,6 +93,11 @@ class Prefilter:
             self._hs.scan(window, match_event_handler=_stop)
         except hyperscan.ScanTerminated:
             return True
+        except TypeError:
+            if isinstance(window, bytes):
+                raise
+            # hyperscan 0.7.8 (the last release with Python 3.9 wheels) scans bytes only, not a memoryview
+            return self._any(bytes(window))
         return False
 
     def find_re2(self, block: bytes, pos: int = 0, endpos: int | None = None) -> list[int]:

@@ -45,10 +45,7 @@ def unpack(stream: BinaryIO, dest: Path, limits: ArchiveLimits) -> Path:
                         raise InputError(ARCHIVE, f"more than {limits.max_bytes} bytes unpacked")
                 elif not (member.isdir() or member.issym() or member.islnk()):
                     raise InputError(ARCHIVE, f"{member.name}: not a file, folder or link")
-                try:
-                    tar.extract(member, dest, filter="data")
-                except tarfile.FilterError as exc:
-                    raise InputError(ARCHIVE, f"{member.name}: refused: {_refusal(exc)}") from None
+                _extract(tar, member, dest)
     except InputError:
         raise
     except (tarfile.TarError, EOFError, zlib.error, OSError, UnicodeError) as exc:
@@ -91,6 +88,55 @@ def check_context_size(context_file: Path, limits: ArchiveLimits) -> None:
             return
         if total > limits.max_nodes:
             raise InputError("context.yaml", f"nodes: more than {limits.max_nodes} nodes")
+
+
+def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path) -> None:
+    if HAS_FILTERS:
+        try:
+            tar.extract(member, dest, filter="data")
+        except tarfile.FilterError as exc:
+            raise InputError(ARCHIVE, f"{member.name}: refused: {_refusal(exc)}") from None
+        return
+    problem = refusal_without_filters(member, dest)
+    if problem:
+        raise InputError(ARCHIVE, f"{member.name}: refused: {problem}")
+    # no owner, mode or time from the archive (the "data" filter keeps only safe mode bits; this keeps none)
+    tar.extract(member, dest, set_attrs=False)
+
+
+#: extraction filters arrived in Python 3.11.4 (and 3.12); Debian 12's 3.11.2 has none
+HAS_FILTERS = hasattr(tarfile, "data_filter")
+
+
+def refusal_without_filters(member: tarfile.TarInfo, dest: Path) -> str | None:
+    """The "data" filter's checks, for a Python without extraction filters: why `member` may not be written
+    under `dest`, or None. Paths are resolved as they are on disk now (links already unpacked count)."""
+    import os
+
+    root = os.path.realpath(dest)
+
+    def inside(path: str) -> bool:
+        return os.path.commonpath([root, os.path.realpath(path)]) == root
+
+    name = member.name
+    if name.startswith("/") or os.path.isabs(name):
+        return "an absolute path"
+    target = os.path.join(root, name)
+    if not inside(target):
+        return "it would be written outside the bundle"
+    if member.issym():
+        if os.path.isabs(member.linkname):
+            return "a link to an absolute path"
+        if not inside(os.path.join(os.path.dirname(target), member.linkname)):
+            return "a link that leads outside the bundle"
+    elif member.islnk():
+        if os.path.isabs(member.linkname):
+            return "a link to an absolute path"
+        if not inside(os.path.join(root, member.linkname)):
+            return "a link that leads outside the bundle"
+    elif not (member.isreg() or member.isdir()):
+        return "a device or other special file"
+    return None
 
 
 def _refusal(exc: tarfile.FilterError) -> str:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import hostlist
-import yaml
 
 from attribution.errors import InputError
 from attribution.model import ExecutionContext
@@ -156,6 +155,8 @@ def context_from_mapping(data: dict, origin: str) -> ExecutionContext:
 
 def parse_context(text: str, origin: str = "context.yaml") -> ExecutionContext:
     """context.yaml text to an ExecutionContext. Pure."""
+    import yaml  # here, not at the top: the node agent builds contexts from the environment, never from YAML
+
     try:
         data = yaml.safe_load(text)
     except (ValueError, OverflowError) as exc:  # a YAML timestamp like 2026-13-45 fails in the constructor

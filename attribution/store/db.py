@@ -5,13 +5,17 @@ from __future__ import annotations
 import time
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 
-from attribution.config import Settings, read_secret
 from attribution.errors import ConfigError, StoreError
+from attribution.secrets import read_secret
+
+if TYPE_CHECKING:  # the node agent passes its own settings (node/settings.py): the same fields
+    from attribution.config import Settings
 
 
 @dataclass(frozen=True)

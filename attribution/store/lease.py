@@ -35,12 +35,15 @@ def embedded_lease(settings: Settings) -> Iterator[Target]:
     fd = os.open(lease, os.O_CREAT | os.O_RDWR, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
-        yield Target(make_url(pg.ensure_running()), embedded=True)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return  # another command still uses the server
-        if not keep_marker(pg).exists():
-            pg.stop()
+            yield Target(make_url(pg.ensure_running()), embedded=True)
+        finally:  # a failed command stops the server too
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                last = True
+            except BlockingIOError:
+                last = False  # another command still uses the server
+            if last and not keep_marker(pg).exists() and pg.is_running():
+                pg.stop()
     finally:
         os.close(fd)

@@ -14,11 +14,9 @@ from attribution.store.models import SCHEMA
 
 
 def migrations_dir() -> Path:
-    here = Path(__file__).resolve().parent.parent
-    for cand in (here.parent / "migrations", here / "migrations"):
-        if (cand / "env.py").is_file():
-            return cand
-    return here.parent / "migrations"
+    from attribution.resources import migrations_dir as shipped
+
+    return shipped()
 
 
 def alembic_config(connection=None) -> Config:

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
+
+import pytest
 
 import pytest
 
@@ -21,40 +26,50 @@ def run(home, *args):
                           timeout=600)
 
 
+@pytest.fixture
+def home():
+    """A home the embedded server's OS user can enter when the tests run as root (pytest's tmp_path is under a 0700
+    folder, and the tool never changes the mode of a folder it did not create)."""
+    d = Path(tempfile.mkdtemp(prefix="attribution-home-"))
+    d.chmod(0o711)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def _server_running(home) -> bool:
     pid = home / "pg" / "postmaster.pid"
     return pid.exists()
 
 
 @pytest.mark.slow
-def test_demo_on_the_embedded_database(tmp_path):
-    r = run(tmp_path, "demo", "--weeks", "3")
+def test_demo_on_the_embedded_database(home):
+    r = run(home, "demo", "--weeks", "3")
     assert r.returncode == 0, r.stderr
     assert "== 12 example incidents" in r.stdout
     assert "04-xid74-nvlink                  nvlink" in r.stdout
     assert "recurring faults" in r.stdout and "dgx017" in r.stdout and "nvlink_error" in r.stdout
-    assert not _server_running(tmp_path), "the embedded server must be stopped after the command"
+    assert not _server_running(home), "the embedded server must be stopped after the command"
 
 
 @pytest.mark.slow
-def test_ingest_twice_then_status(tmp_path):
+def test_ingest_twice_then_status(home):
     b = str(INCIDENTS / "03-xid94-contained-ecc")
-    first = run(tmp_path, "ingest", b)
+    first = run(home, "ingest", b)
     assert first.returncode == 0, first.stderr
     assert "new verdict" in first.stdout and "gpu_hardware" in first.stdout
-    again = run(tmp_path, "ingest", b)
+    again = run(home, "ingest", b)
     assert " 0 new event(s), verdict unchanged" in again.stdout
-    st = run(tmp_path, "db", "status")
+    st = run(home, "db", "status")
     assert st.returncode == 0 and f"revision  {head()} (newest {head()})" in st.stdout
 
 
 @pytest.mark.slow
-def test_db_start_keeps_the_server_until_db_stop(tmp_path):
-    assert run(tmp_path, "db", "start").returncode == 0
-    assert run(tmp_path, "ingest", str(INCIDENTS / "06-ib-link-down")).returncode == 0
-    assert _server_running(tmp_path)
-    assert run(tmp_path, "db", "stop").returncode == 0
-    assert not _server_running(tmp_path)
+def test_db_start_keeps_the_server_until_db_stop(home):
+    assert run(home, "db", "start").returncode == 0
+    assert run(home, "ingest", str(INCIDENTS / "06-ib-link-down")).returncode == 0
+    assert _server_running(home)
+    assert run(home, "db", "stop").returncode == 0
+    assert not _server_running(home)
 
 
 @pytest.mark.slow
@@ -106,3 +121,18 @@ def test_db_upgrade_loads_the_packs_drain_policy_so_the_view_answers_from_the_st
                                   "ORDER BY loaded_at DESC LIMIT 1")).scalar() == "operator-loaded"
     finally:
         engine.dispose()
+
+
+def test_a_failed_command_leaves_no_server_running(home):
+    r = run(home, "ingest", str(home / "no-such-bundle"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert not _server_running(home), "the embedded server must be stopped after a failed command"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root runs the server as another OS user")
+def test_a_folder_the_server_user_cannot_enter_is_refused_not_chmodded(tmp_path):
+    before = os.stat(tmp_path.parent.parent).st_mode  # pytest's basetemp root, 0700
+    r = run(tmp_path, "db", "status")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "does not change the permissions of directories it did not create" in r.stderr
+    assert os.stat(tmp_path.parent.parent).st_mode == before

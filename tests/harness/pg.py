@@ -173,9 +173,12 @@ class PgTestServer:
 
 
 def _new_tmp_dir(prefix: str) -> Path:
-    # A fresh dir directly under $TMPDIR (/tmp, mode 1777): when the tests run as root, the server's unprivileged
-    # OS user can reach it without chmod'ing pytest's 0700 basetemp. Short, so the unix socket path fits.
-    return Path(tempfile.mkdtemp(prefix=prefix))
+    # A fresh dir directly under $TMPDIR (/tmp, mode 1777), not under pytest's 0700 basetemp: when the tests run as
+    # root, the server's unprivileged OS user can reach it. Short, so the unix socket path fits.
+    # 0711: the server's OS user may enter it (the tool never changes the mode of a directory it did not create)
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    d.chmod(0o711)
+    return d
 
 
 def _stop_quietly(pg: EmbeddedPostgres) -> None:

@@ -337,7 +337,7 @@ def test_session_server_can_be_restarted(pg_server: PgTestServer, pg_url):
     engine.dispose()
 
 
-def test_falls_back_to_debian_binaries_without_pgserver(embedded_factory, monkeypatch):
+def test_falls_back_to_debian_binaries_without_a_bundled_postgresql(embedded_factory, monkeypatch):
     import importlib.util
 
     import attribution.store.embedded as embedded
@@ -345,7 +345,7 @@ def test_falls_back_to_debian_binaries_without_pgserver(embedded_factory, monkey
     debian = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
     if not debian:
         pytest.skip("no Debian PostgreSQL installed")
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None)  # as if pgserver were missing
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None)  # as if no wheel bundled PostgreSQL
     bin_dir = embedded.find_bin_dir()
     monkeypatch.undo()
     assert bin_dir.parent.parent == Path("/usr/lib/postgresql") and (bin_dir / "initdb").is_file()
