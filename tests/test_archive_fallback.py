@@ -8,7 +8,7 @@ import pytest
 from attribution.errors import InputError
 from attribution.scope import archive as archive_mod
 from attribution.scope.archive import ArchiveLimits, unpack
-from tests.test_bundle_archive import archive
+from tests.scope.test_archive import archive
 
 CASES = [
     ({"context.yaml": b"x", "../out": b"x"}, "outside the bundle"),

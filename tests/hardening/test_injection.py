@@ -129,7 +129,7 @@ def test_the_hooks_store_hostile_node_names_and_lines_verbatim_and_run_nothing(s
     hostile = [f"[{stamp}] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name={p}, GPU has fallen off the bus."
                for p in payloads(marker).values()]
     node.kernel.write_bytes(("\n".join(hostile) + "\n").encode())
-    (node.base / "hook.env").write_text(HOOK_ENV.format(bin=BIN, budget=8, base=node.base))
+    (node.base / "hook.env").write_text(HOOK_ENV.format(bin=BIN, budget=20, base=node.base))
     env = {k: v for k, v in node.env().items() if k.startswith("SLURM")}
     env.update(SLURMD_NODENAME=node_name, SLURM_NODELIST=node_name, ATTRIBUTION_HOOK_ENV=str(node.base / "hook.env"))
     r = subprocess.run([str(ROOT / "hooks" / "epilog")], env=env, capture_output=True, timeout=60)

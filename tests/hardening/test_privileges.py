@@ -319,7 +319,7 @@ def test_the_password_never_reaches_a_log_an_error_or_a_command_line(ruleset, st
         u = make_url(pg_url)
         node = Node(tmp_path / "n1", f"postgresql+psycopg://{role}@{u.host}:{u.port}/{u.database}", "9301",
                     extra_config=f"  password_file: {secret}\n")
-        (node.base / "hook.env").write_text(HOOK_ENV.format(bin=BIN, budget=8, base=node.base))
+        (node.base / "hook.env").write_text(HOOK_ENV.format(bin=BIN, budget=20, base=node.base))
         env = {k: v for k, v in node.env().items() if k.startswith("SLURM")}
         env["ATTRIBUTION_HOOK_ENV"] = str(node.base / "hook.env")
         outputs = []
