@@ -83,8 +83,11 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     from attribution.store import in_transaction
     from attribution.store.writer import IngestResult, JobSession
 
+    from attribution.extract.events import untrusted_time_dropped
+
     check_storable(ctx, {e.node for e in events})
     lo, hi = job_window(ctx, ruleset.graph)
+    events = [untrusted_time_dropped(e, lo, hi) for e in events]  # reports from nodes and the API too
     inside = [e for e in events if in_window(e, lo, hi)]
     outside = [e for e in events if not in_window(e, lo, hi)]
 

@@ -14,7 +14,7 @@ config = context.config
 target_metadata = Base.metadata
 MIGRATION_LOCK = 7_261_432_001  # pg_advisory_lock key shared by every host migrating this database
 #: Objects the migrations create that the models do not describe: monthly partitions of `events`, views.
-_PARTITION = re.compile(r"^events_p\d{6}$")
+_PARTITION = re.compile(r"^events_(p\d{6}|default)$")
 
 
 def include_object(obj, name, type_, reflected, compare_to):

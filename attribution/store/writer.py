@@ -29,8 +29,8 @@ CONTEXT_RANK = {"node": 1, "epilog": 1, "sacct": 2, "kueue": 2, "controller": 3,
 SAME_JOB_WINDOW = timedelta(days=1)
 
 INFRA_SQL = "('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')"
-EVENT_COLUMNS = ("occurred_at", "fingerprint", "cluster", "node", "source", "kind", "role", "code", "gpu", "rank",
-                 "time_exact", "outcome", "action", "severity", "rule", "location", "message", "line", "fields")
+EVENT_COLUMNS = ("occurred_at", "fingerprint", "cluster", "node", "source", "evidence", "kind", "role", "code", "gpu",
+                 "rank", "time_exact", "outcome", "action", "severity", "rule", "location", "message", "line", "fields")
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ class JobSession:
             fp = fingerprint(self.ctx.cluster, ev, scope)
             occurred = ev.time or placement
             rows[(fp, occurred)] = (
-                occurred, fp, self.ctx.cluster, ev.node, ev.source, ev.kind, ev.role, _int4(ev.code), ev.gpu,
+                occurred, fp, self.ctx.cluster, ev.node, ev.source, ev.evidence, ev.kind, ev.role, _int4(ev.code), ev.gpu,
                 _int4(ev.rank),
                 ev.time is not None, ev.outcome, ev.action, ev.severity, ev.rule, ev.location, ev.message, ev.line,
                 json.dumps(dict(ev.fields), sort_keys=True))
@@ -181,9 +181,8 @@ class JobSession:
         with raw.cursor().copy(f"COPY _in_events ({', '.join(EVENT_COLUMNS)}) FROM STDIN") as cp:
             for r in ordered:
                 cp.write_row(r)
-        c.execute(text(
-            "SELECT attribution.ensure_event_partition(m) FROM "
-            "(SELECT DISTINCT date_trunc('month', occurred_at) AS m FROM _in_events) x"))
+        # no partition is made here: ingest never changes the database's shape (a time stamp no month partition
+        # covers lands in events_default; `ensure_event_partitions` makes the coming year's ahead of time)
         cols = ", ".join(EVENT_COLUMNS)
         new = c.execute(text(f"""
             WITH ins AS (
@@ -320,13 +319,14 @@ class JobSession:
         root_id = ids.get((root.rule, root.location, root.kind, root.line)) if root else None
         vid = self.conn.execute(text(
             "INSERT INTO attribution.verdicts (job_ref, outcome, confidence, action, root_event_id, root_kind, "
-            "root_code, root_node, root_gpu, root_time, culprit_nodes, explanation, rules_version, input_digest, "
-            "document) VALUES (:job, :o, :conf, :a, :rid, :rk, :rc, :rn, :rg, :rt, :cul, :ex, :rv, :dg, "
+            "root_code, root_node, root_gpu, root_time, culprit_nodes, culprit_evidence, explanation, rules_version, input_digest, "
+            "document) VALUES (:job, :o, :conf, :a, :rid, :rk, :rc, :rn, :rg, :rt, :cul, :cev, :ex, :rv, :dg, "
             "CAST(:doc AS jsonb)) RETURNING id"),
             {"job": self.job.id, "o": verdict.outcome, "conf": verdict.confidence, "a": verdict.action,
              "rid": root_id, "rk": root.kind if root else None, "rc": root.code if root else None,
              "rn": root.node if root else None, "rg": root.gpu if root else None,
              "rt": root.time if root else None, "cul": [n for n, _ in verdict.culprits],
+             "cev": [verdict.evidence_of_culprit(i) for i in range(len(verdict.culprits))],
              "ex": verdict.explanation, "rv": verdict.rules_version, "dg": digest,
              "doc": json.dumps(document)}).scalar_one()
         self._save_roles(verdict, vid, ids)
