@@ -20,6 +20,9 @@ _PARTITION = re.compile(r"^events_(p\d{6}|default)$")
 def include_object(obj, name, type_, reflected, compare_to):
     if type_ == "table" and name and _PARTITION.match(name):
         return False
+    # PostgreSQL keeps one copy of job_events' foreign key per partition of events
+    if type_ == "foreign_key_constraint" and _PARTITION.match(getattr(obj.referred_table, "name", "") or ""):
+        return False
     return True
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from attribution.model import Coverage, ExecutionContext, Observation
 from attribution.collect.nodelogs import NodeLogSpec, parse_node_log
 from attribution.collect.scan import Prefilter
+from attribution.collect.textio import open_regular
 
 UTC = timezone.utc
 MARGIN = timedelta(minutes=5)  # the same margins the causal graph's job window uses
@@ -47,7 +48,7 @@ def read_file(path: Path, spec: NodeLogSpec, ctx: ExecutionContext, prefilter: P
               offset: int = 0) -> tuple[list[Observation], Coverage]:
     """A log file read from `offset` (where the prolog found it at job start; 0 when unknown or rotated)."""
     try:
-        with open(path, "rb") as fp:
+        with open_regular(path) as fp:
             size = os.fstat(fp.fileno()).st_size
             if 0 < offset <= size:
                 fp.seek(offset)
@@ -66,7 +67,8 @@ def read_file(path: Path, spec: NodeLogSpec, ctx: ExecutionContext, prefilter: P
 
 def read_journal(spec: NodeLogSpec, ctx: ExecutionContext, prefilter: Prefilter, start: datetime, end: datetime,
                  timeout: float) -> tuple[list[Observation], Coverage]:
-    cmd = ["journalctl", "-k", "--no-pager", "-q", "-o", "short-iso-precise",
+    # the kernel transport only (-k is _TRANSPORT=kernel of this boot): what `logger` writes is not read
+    cmd = ["journalctl", "-k", "_TRANSPORT=kernel", "--no-pager", "-q", "-o", "short-iso-precise",
            f"--since=@{int((start - MARGIN).timestamp())}", f"--until=@{int((end + MARGIN).timestamp()) + 1}"]
     try:
         r = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False)

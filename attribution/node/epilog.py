@@ -125,6 +125,9 @@ def replay(ruleset: RuleSet, engine, data: Mapping, deadline: float | None = Non
     try:
         if data.get("type") != "ingest":
             raise ValueError(f"unknown spool payload type {data.get('type')!r}")
+        where = _not_utf8(data)
+        if where is not None:  # PostgreSQL stores UTF-8 text only: it could never be stored (issue 18, M1)
+            raise ValueError(f"{where} is not UTF-8 text")
         ctx = context_from_json(data["context"], "spooled context")
         events = [event_from_json(e) for e in data.get("events", [])]
         coverage = [coverage_from_json(c) for c in data.get("coverage", [])]
@@ -140,6 +143,25 @@ def replay(ruleset: RuleSet, engine, data: Mapping, deadline: float | None = Non
         if exc.permanent:
             raise spool.Refused(str(exc)) from exc
         raise
+
+
+def _not_utf8(doc, path: str = "payload") -> str | None:
+    """Where a JSON document holds text that is not UTF-8 (a lone surrogate: bytes of a file name or a log line
+    that were not UTF-8), or None."""
+    stack = [(path, doc)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return where
+        elif isinstance(v, dict):
+            stack.extend((f"{where}.{k}", x) for k, x in v.items())
+            stack.extend((f"{where} key", k) for k in v if isinstance(k, str))
+        elif isinstance(v, list):
+            stack.extend((f"{where}[{i}]", x) for i, x in enumerate(v))
+    return None
 
 
 def replay_to_service(client, data: Mapping, deadline: float | None = None) -> None:
