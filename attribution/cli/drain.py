@@ -77,7 +77,7 @@ def drain_apply(ctx: click.Context, cluster: str | None, scontrol: str, dry_run:
     cluster = cluster or settings_of(ctx).cluster or sc.cluster_name()
     if not cluster:
         raise click.UsageError("no cluster name: pass --cluster or set `cluster` in the configuration")
-    with open_store(ctx) as engine:
+    with open_store(ctx) as engine, sd.apply_lock(engine, cluster):
         sd.load_policy(engine, policy)
         cands = sd.candidates(engine, cluster)
         nodes = sc.nodes()
@@ -90,12 +90,15 @@ def drain_apply(ctx: click.Context, cluster: str | None, scontrol: str, dry_run:
                 if dry_run:
                     word, detail = "would apply", "dry run"
                 else:
+                    action = sd.record_drain(engine, cluster, d, policy.version, _actor())  # audit first
                     try:
                         sc.drain(d.candidate.node, d.candidate.reason)
                         word = "applied"
                     except SlurmError as exc:
                         word, detail = "failed", str(exc)
-            rows.append((d, word, detail))
+                        sd.drain_outcome(engine, action, word, detail)
+            if word not in ("applied", "failed"):
+                rows.append((d, word, detail))
             click.echo(f"{word:<11} {cluster}/{d.candidate.node:<16} {d.candidate.reason}"
                        + ("" if word == "applied" else f"  -- {detail}"))
         if not dry_run:

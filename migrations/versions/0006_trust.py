@@ -82,13 +82,23 @@ def _view(name: str, folder: str) -> str:
     raise FileNotFoundError(f"{folder}: no definition of {name}")
 
 
-def _if_writer(sql: str) -> None:
+def _if_role(role: str, sql: str) -> None:
     op.execute(f"""
         DO $$ BEGIN
-          IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{WRITER}') THEN
+          IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN
             {sql}
           END IF;
         END $$""")
+
+
+def _if_writer(sql: str) -> None:
+    _if_role(WRITER, sql)
+
+
+def _drain_view(folder: str) -> None:
+    op.execute("DROP VIEW IF EXISTS attribution.drain_candidates")
+    op.execute(_view("drain_candidates", folder))
+    _if_role("attribution_reader", f"GRANT SELECT ON {S}.drain_candidates TO attribution_reader;")
 
 
 def upgrade() -> None:
@@ -102,8 +112,7 @@ def upgrade() -> None:
             SELECT coalesce(array_agg(CASE WHEN e.source = 'job' THEN 'job_output' ELSE 'system' END), '{{}}')
             FROM unnest(v.culprit_nodes) n LEFT JOIN {S}.events e ON e.id = v.root_event_id)
         WHERE cardinality(v.culprit_nodes) > 0""")
-    op.execute("DROP VIEW IF EXISTS attribution.drain_candidates")
-    op.execute(_view("drain_candidates", "0006"))
+    _drain_view("0006")
     op.execute(PARTITIONS_FUNCTION)
     op.execute(f"REVOKE ALL ON FUNCTION {S}.ensure_event_partitions(integer) FROM PUBLIC")
     op.execute(f"SELECT {S}.ensure_event_partitions({MONTHS_AHEAD})")
@@ -122,8 +131,8 @@ def downgrade() -> None:
     op.execute(f"DROP FUNCTION IF EXISTS {S}.ensure_event_partitions(integer)")
     # the default partition's rows have no month partition to go to: they are dropped with it
     op.execute(f"DO $$ BEGIN IF to_regclass('{S}.events_default') IS NOT NULL THEN "
-               f"DELETE FROM {S}.events_default; DROP TABLE {S}.events_default; END IF; END $$")
-    op.execute("DROP VIEW IF EXISTS attribution.drain_candidates")
-    op.execute(_view("drain_candidates", "0005"))
+               f"DELETE FROM {S}.events_default; ALTER TABLE {S}.events DETACH PARTITION {S}.events_default; "
+               f"DROP TABLE {S}.events_default; END IF; END $$")
+    _drain_view("0005")
     op.drop_column("verdicts", "culprit_evidence", schema=S)
     op.drop_column("events", "evidence", schema=S)
