@@ -74,7 +74,8 @@ def epilog(ctx: click.Context, budget: float | None, kernel_source: str | None, 
             info = None
             if scontrol_output:
                 try:
-                    info = parse_scontrol_job(scontrol_output.read_text())
+                    # scontrol prints what users named things (job names, comments): any bytes (issue 18, L4)
+                    info = parse_scontrol_job(scontrol_output.read_bytes()[:1 << 20].decode("utf-8", "replace"))
                 except OSError:
                     info = None
             report = hook.run_controller(rs, settings, env, factory, deadline, info=info)

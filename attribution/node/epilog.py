@@ -18,6 +18,7 @@ from typing import Callable, Mapping
 
 from attribution.node import spool
 from attribution.collect.joboutput import read_job_output
+from attribution.safefile import shown_name
 from attribution.collect.live import LiveSources, boot_time, collect_node
 from attribution.config import Settings
 from attribution.errors import InputError, StoreError
@@ -268,8 +269,8 @@ def _forget_stamp(state_dir: Path, job_id: str) -> None:
 
 def scontrol_show_job(job_id: str, scontrol: str = "/usr/bin/scontrol", timeout: float = 5.0) -> dict[str, str]:
     try:
-        r = subprocess.run([scontrol, "show", "job", "-o", str(job_id)], capture_output=True, text=True,
-                           timeout=timeout, check=False)
+        r = subprocess.run([scontrol, "show", "job", "-o", str(job_id)], capture_output=True, timeout=timeout,
+                           check=False, encoding="utf-8", errors="replace")  # users name jobs: any bytes
     except (OSError, subprocess.TimeoutExpired):
         return {}
     return parse_scontrol_job(r.stdout) if r.returncode == 0 else {}
@@ -303,7 +304,7 @@ def run_controller(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_
     cov: list[Coverage] = []
     if settings.epilog.job_output:
         for path in job_output_files(env, info):
-            o, c = read_job_output(path, str(path), ctx, ruleset.prefilter("job"))
+            o, c = read_job_output(path, shown_name(str(path)), ctx, ruleset.prefilter("job"))
             obs += o
             cov.append(c)
     banner_state = implied_state(extract(ruleset, ctx, obs)) if still_completing(info) else None
