@@ -168,8 +168,8 @@ class JobSession:
             fp = fingerprint(self.ctx.cluster, ev, scope)
             occurred = ev.time or placement
             rows[(fp, occurred)] = (
-                occurred, fp, self.ctx.cluster, ev.node, ev.source, ev.evidence, ev.kind, ev.role, _int4(ev.code), ev.gpu,
-                _int4(ev.rank),
+                occurred, fp, self.ctx.cluster, ev.node, ev.source, ev.evidence, ev.kind, ev.role, _int4(ev.code),
+                ev.gpu, _int4(ev.rank),
                 ev.time is not None, ev.outcome, ev.action, ev.severity, ev.rule, ev.location, ev.message, ev.line,
                 json.dumps(dict(ev.fields), sort_keys=True))
         ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1]))]
@@ -319,8 +319,8 @@ class JobSession:
         root_id = ids.get((root.rule, root.location, root.kind, root.line)) if root else None
         vid = self.conn.execute(text(
             "INSERT INTO attribution.verdicts (job_ref, outcome, confidence, action, root_event_id, root_kind, "
-            "root_code, root_node, root_gpu, root_time, culprit_nodes, culprit_evidence, explanation, rules_version, input_digest, "
-            "document) VALUES (:job, :o, :conf, :a, :rid, :rk, :rc, :rn, :rg, :rt, :cul, :cev, :ex, :rv, :dg, "
+            "root_code, root_node, root_gpu, root_time, culprit_nodes, culprit_evidence, explanation, rules_version, "
+            "input_digest, document) VALUES (:job, :o, :conf, :a, :rid, :rk, :rc, :rn, :rg, :rt, :cul, :cev, :ex, :rv, :dg, "
             "CAST(:doc AS jsonb)) RETURNING id"),
             {"job": self.job.id, "o": verdict.outcome, "conf": verdict.confidence, "a": verdict.action,
              "rid": root_id, "rk": root.kind if root else None, "rc": root.code if root else None,
