@@ -1,7 +1,7 @@
 """Trust boundaries: who wrote the evidence, partitions made ahead of ingest, column-level grants.
 
 Revision ID: 0006
-Revises: 0009 (issued as 0005; chained after main's 0009 so the branch has one head; the coordinator re-chains)
+Revises: 0008 (issued as 0005; chained after main's head 0008 so the branch has one head; the coordinator re-chains)
 Create Date: 2026-12-01
 
 - `events.evidence`: 'system' or 'job_output' (spec/bundle.md "Trust"), backfilled from `source`;
@@ -27,7 +27,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql as pg
 
 revision = "0006"
-down_revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
