@@ -5,6 +5,9 @@ ingests of the same job (64 node epilogs at once) queue up instead of racing, an
 the job from everything stored so far. Events go in through COPY into a temporary table and one
 `INSERT ... ON CONFLICT DO NOTHING`, in fingerprint order (a fixed lock order: no deadlocks between jobs that
 share kernel lines).
+
+Every statement about one job names the job's `job_id` (the distribution column of the per-job tables) and every
+statement about events their `node_key` (links.py), so that on Citus each is routed to the shards it needs.
 """
 
 from __future__ import annotations
@@ -20,16 +23,16 @@ from sqlalchemy import Connection, text
 from attribution.model import INFRASTRUCTURE_OUTCOMES, Coverage, Event, ExecutionContext, Verdict
 from attribution.serialize import context_from_json, context_to_json
 from attribution.store.codec import event_from_row, fingerprint
+from attribution.store.links import JOB_SCOPED_SOURCES, job_event_rows, node_key
 
 UTC = timezone.utc
-JOB_SCOPED_SOURCES = frozenset({"job", "scheduler"})
 #: Which source of a job's context wins: the controller and bundles know the final state, a node does not.
 CONTEXT_RANK = {"node": 1, "epilog": 1, "sacct": 2, "kueue": 2, "controller": 3, "bundle": 3, "api": 3}
 #: Two reports of one job id whose start times differ by less than this are the same job (ids wrap after months).
 SAME_JOB_WINDOW = timedelta(days=1)
 
 INFRA_SQL = "('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')"
-EVENT_COLUMNS = ("occurred_at", "fingerprint", "cluster", "node", "source", "kind", "role", "code", "gpu", "rank",
+EVENT_COLUMNS = ("occurred_at", "fingerprint", "cluster", "node", "node_key", "source", "kind", "role", "code", "gpu", "rank",
                  "time_exact", "outcome", "action", "severity", "rule", "location", "message", "line", "fields")
 
 
@@ -85,8 +88,12 @@ class JobSession:
     def mark_pending(self) -> None:
         """Evidence was stored: count it, so the job's verdict is computed again (by this process or the one at
         it). The job's row is already locked by this transaction (`_find_or_create`)."""
-        self.conn.execute(text("UPDATE attribution.jobs SET evidence_seq = evidence_seq + 1 WHERE id = :id"),
-                          {"id": self.job.id})
+        self.conn.execute(text("UPDATE attribution.jobs SET evidence_seq = evidence_seq + 1 "
+                               "WHERE job_id = :jid AND id = :id"), self._key())
+
+    def _key(self, **more) -> dict:
+        """The job's row: its distribution key (job_id) and its id."""
+        return dict(more, jid=self.job.job_id, id=self.job.id)
 
     def claim_attribution(self) -> bool:
         """True when this transaction is now the job's only attributor and evidence newer than the verdict is
@@ -97,8 +104,8 @@ class JobSession:
         if not got:
             return False
         # read before the evidence (read committed: each later statement sees at least what this count counts)
-        seq, done = self.conn.execute(text("SELECT evidence_seq, attributed_seq FROM attribution.jobs WHERE id = :id"),
-                                      {"id": self.job.id}).one()
+        seq, done = self.conn.execute(text("SELECT evidence_seq, attributed_seq FROM attribution.jobs "
+                                           "WHERE job_id = :jid AND id = :id"), self._key()).one()
         self._claimed_seq = seq
         return seq > done
 
@@ -107,16 +114,16 @@ class JobSession:
         verdict = correlate(ruleset, self.stored_context(), self.events(), self.coverage())
         vid, changed = self.save_verdict(verdict, render(verdict))
         self.conn.execute(text("UPDATE attribution.jobs SET attributed_seq = greatest(attributed_seq, :s) "
-                               "WHERE id = :id"), {"s": self._claimed_seq, "id": self.job.id})
+                               "WHERE job_id = :jid AND id = :id"), self._key(s=self._claimed_seq))
         return vid, changed, verdict
 
     def pending(self) -> bool:
         return bool(self.conn.execute(text("SELECT evidence_seq > attributed_seq FROM attribution.jobs "
-                                           "WHERE id = :id"), {"id": self.job.id}).scalar())
+                                           "WHERE job_id = :jid AND id = :id"), self._key()).scalar())
 
     def current_verdict_id(self) -> int | None:
-        return self.conn.execute(text("SELECT current_verdict_id FROM attribution.jobs WHERE id = :id"),
-                                 {"id": self.job.id}).scalar()
+        return self.conn.execute(text("SELECT current_verdict_id FROM attribution.jobs "
+                                      "WHERE job_id = :jid AND id = :id"), self._key()).scalar()
 
     # -- the job row ---------------------------------------------------------------------------------------
     def _find_or_create(self) -> JobRef:
@@ -139,19 +146,19 @@ class JobSession:
                 "VALUES (:c, :j, :s, :e, :u, :p, :st, :x, :f, :n, :g, CAST(:doc AS jsonb), :src, :rank) "
                 "RETURNING id"), values).scalar_one()
             return JobRef(new_id, ctx.cluster, ctx.job_id, start)
-        job_id, stored_start, stored_rank = row
+        ref, stored_start, stored_rank = row
         if self.rank >= stored_rank:
             self.conn.execute(text(
                 "UPDATE attribution.jobs SET start_time = :s, end_time = :e, user_name = :u, partition = :p, "
                 "state = :st, exit_code = :x, failed_node = :f, nodes = :n, gpus_per_node = :g, "
                 "context = CAST(:doc AS jsonb), context_source = :src, context_rank = :rank, updated_at = now() "
-                "WHERE id = :id"), dict(values, id=job_id))
-            return JobRef(job_id, ctx.cluster, ctx.job_id, start)
-        return JobRef(job_id, ctx.cluster, ctx.job_id, stored_start)
+                "WHERE job_id = :j AND id = :id"), dict(values, id=ref))
+            return JobRef(ref, ctx.cluster, ctx.job_id, start)
+        return JobRef(ref, ctx.cluster, ctx.job_id, stored_start)
 
     def stored_context(self) -> ExecutionContext:
-        doc = self.conn.execute(text("SELECT context FROM attribution.jobs WHERE id = :id"),
-                                {"id": self.job.id}).scalar_one()
+        doc = self.conn.execute(text("SELECT context FROM attribution.jobs WHERE job_id = :jid AND id = :id"),
+                                self._key()).scalar_one()
         return context_from_json(doc)
 
     # -- events ----------------------------------------------------------------------------------------------
@@ -167,12 +174,13 @@ class JobSession:
             scope = f"{self.ctx.cluster}/{self.ctx.job_id}" if ev.source in JOB_SCOPED_SOURCES else ""
             fp = fingerprint(self.ctx.cluster, ev, scope)
             occurred = ev.time or placement
-            rows[(fp, occurred)] = (
-                occurred, fp, self.ctx.cluster, ev.node, ev.source, ev.kind, ev.role, _int4(ev.code), ev.gpu,
+            key = node_key(self.ctx.cluster, self.ctx.job_id, ev)
+            rows[(key, fp, occurred)] = (
+                occurred, fp, self.ctx.cluster, ev.node, key, ev.source, ev.kind, ev.role, _int4(ev.code), ev.gpu,
                 _int4(ev.rank),
                 ev.time is not None, ev.outcome, ev.action, ev.severity, ev.rule, ev.location, ev.message, ev.line,
                 json.dumps(dict(ev.fields), sort_keys=True))
-        ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1]))]
+        ordered = [rows[k] for k in sorted(rows)]
         c = self.conn
         c.execute(text(
             f"CREATE TEMP TABLE IF NOT EXISTS _in_events ON COMMIT DELETE ROWS AS "
@@ -188,8 +196,8 @@ class JobSession:
         new = c.execute(text(f"""
             WITH ins AS (
               INSERT INTO attribution.events ({cols})
-              SELECT {cols} FROM _in_events ORDER BY fingerprint, occurred_at
-              ON CONFLICT (fingerprint, occurred_at) DO NOTHING
+              SELECT {cols} FROM _in_events ORDER BY node_key, fingerprint, occurred_at
+              ON CONFLICT (node_key, fingerprint, occurred_at) DO NOTHING
               RETURNING cluster, node, gpu, kind, code, role, outcome, source, occurred_at
             ), faults AS (
               -- what the fleet views can show: a node's own non-symptom, non-application events, and
@@ -234,42 +242,44 @@ class JobSession:
               RETURNING 1
             )
             SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM up)""")).first()[0]
+        # the link on the job's side (job_events, by job_id) and on the event's (event_jobs, by node_key)
         linked = 0 if not link else c.execute(text("""
             WITH l AS (
-              INSERT INTO attribution.job_events (job_ref, event_id, event_time)
-              SELECT :job, e.id, e.occurred_at
+              INSERT INTO attribution.job_events (job_id, job_ref, node_key, event_id, event_time)
+              SELECT :jid, :job, e.node_key, e.id, e.occurred_at
               FROM _in_events i JOIN attribution.events e
-                ON e.fingerprint = i.fingerprint AND e.occurred_at = i.occurred_at
+                ON e.node_key = i.node_key AND e.fingerprint = i.fingerprint AND e.occurred_at = i.occurred_at
               ORDER BY e.id
-              ON CONFLICT (job_ref, event_id) DO NOTHING
+              ON CONFLICT (job_id, job_ref, event_id) DO NOTHING
+              RETURNING node_key, event_id, event_time
+            ), ej AS (
+              INSERT INTO attribution.event_jobs (node_key, event_id, event_time, job_id, job_ref)
+              SELECT node_key, event_id, event_time, :jid, :job FROM l ORDER BY node_key, event_id
+              ON CONFLICT (node_key, event_id, job_ref) DO NOTHING
               RETURNING 1
-            ) SELECT count(*) FROM l"""), {"job": self.job.id}).scalar_one()
+            ) SELECT (SELECT count(*) FROM l), (SELECT count(*) FROM ej)"""),
+            {"jid": self.job.job_id, "job": self.job.id}).first()[0]
         c.execute(text("TRUNCATE _in_events"))
         return int(new), int(linked)
 
     def events(self) -> list[Event]:
-        rows = self.conn.execute(text(
-            "SELECT e.kind, e.role, e.rule, e.source, e.location, e.line, e.message, e.node, e.gpu, e.code, e.rank, "
-            "CASE WHEN e.time_exact THEN e.occurred_at END, e.outcome, e.action, e.severity, e.fields "
-            "FROM attribution.job_events je JOIN attribution.events e "
-            "ON e.id = je.event_id AND e.occurred_at = je.event_time WHERE je.job_ref = :job "
-            "ORDER BY e.occurred_at, e.id"),
-            {"job": self.job.id}).all()
+        rows = job_event_rows(self.conn, self.job.job_id, self.job.id, EVENT_ROW)
         return [event_from_row(r) for r in rows]
 
     # -- coverage -----------------------------------------------------------------------------------------------
     def set_coverage(self, coverage: Iterable[Coverage]) -> None:
-        rows = [{"job": self.job.id, "source": c.source, "node": c.node or "", "file": c.file or "",
+        rows = [{"jid": self.job.job_id, "job": self.job.id, "source": c.source, "node": c.node or "", "file": c.file or "",
                  "status": c.status, "lines": c.lines, "reason": c.reason, "notes": list(c.notes)}
                 for c in coverage]
         if not rows:
             return
         rows.sort(key=lambda r: (r["source"], r["node"], r["file"]))
         self.conn.execute(text(
-            "INSERT INTO attribution.coverage (job_ref, source, node_key, file_key, status, lines, reason, notes) "
-            "VALUES (:job, :source, :node, :file, :status, :lines, :reason, :notes) "
-            "ON CONFLICT (job_ref, source, node_key, file_key) DO UPDATE SET status = excluded.status, "
-            "lines = excluded.lines, reason = excluded.reason, notes = excluded.notes, reported_at = now()"), rows)
+            "INSERT INTO attribution.coverage (job_id, job_ref, source, node_key, file_key, status, lines, reason, "
+            "notes) VALUES (:jid, :job, :source, :node, :file, :status, :lines, :reason, :notes) "
+            "ON CONFLICT (job_id, job_ref, source, node_key, file_key) DO UPDATE SET status = excluded.status, "
+            "lines = excluded.lines, reason = excluded.reason, notes = excluded.notes, "
+            "reported_at = excluded.reported_at"), rows)
 
     def set_counters(self, telemetry: Mapping) -> int:
         """Keep the absolute counter values of each device in each snapshot ({node: (prolog, epilog)}): every GPU
@@ -301,7 +311,7 @@ class JobSession:
     def coverage(self) -> list[Coverage]:
         rows = self.conn.execute(text(
             "SELECT source, node_key, status, lines, reason, file_key, notes FROM attribution.coverage "
-            "WHERE job_ref = :job"), {"job": self.job.id}).all()
+            "WHERE job_id = :jid AND job_ref = :id"), self._key()).all()
         return [Coverage(source=r[0], node=r[1] or None, status=r[2], lines=int(r[3]), reason=r[4], file=r[5] or None,
                          notes=tuple(r[6] or ())) for r in rows]
 
@@ -312,18 +322,19 @@ class JobSession:
         cur = self.conn.execute(text(
             "SELECT v.id, v.input_digest, v.outcome, v.root_node, v.root_gpu, v.root_kind, v.root_code, "
             "coalesce(v.root_time, j.end_time, j.start_time) FROM attribution.jobs j JOIN attribution.verdicts v "
-            "ON v.id = j.current_verdict_id WHERE j.id = :job"), {"job": self.job.id}).first()
+            "ON v.job_id = j.job_id AND v.id = j.current_verdict_id WHERE j.job_id = :jid AND j.id = :id"),
+            self._key()).first()
         if cur is not None and cur[1] == digest:
             return cur[0], False
         root = verdict.root_cause
         ids = self._event_ids()
         root_id = ids.get((root.rule, root.location, root.kind, root.line)) if root else None
         vid = self.conn.execute(text(
-            "INSERT INTO attribution.verdicts (job_ref, outcome, confidence, action, root_event_id, root_kind, "
-            "root_code, root_node, root_gpu, root_time, culprit_nodes, explanation, rules_version, input_digest, "
-            "document) VALUES (:job, :o, :conf, :a, :rid, :rk, :rc, :rn, :rg, :rt, :cul, :ex, :rv, :dg, "
+            "INSERT INTO attribution.verdicts (job_id, job_ref, outcome, confidence, action, root_event_id, "
+            "root_kind, root_code, root_node, root_gpu, root_time, culprit_nodes, explanation, rules_version, "
+            "input_digest, document) VALUES (:jid, :job, :o, :conf, :a, :rid, :rk, :rc, :rn, :rg, :rt, :cul, :ex, :rv, :dg, "
             "CAST(:doc AS jsonb)) RETURNING id"),
-            {"job": self.job.id, "o": verdict.outcome, "conf": verdict.confidence, "a": verdict.action,
+            {"jid": self.job.job_id, "job": self.job.id, "o": verdict.outcome, "conf": verdict.confidence, "a": verdict.action,
              "rid": root_id, "rk": root.kind if root else None, "rc": root.code if root else None,
              "rn": root.node if root else None, "rg": root.gpu if root else None,
              "rt": root.time if root else None, "cul": [n for n, _ in verdict.culprits],
@@ -331,7 +342,7 @@ class JobSession:
              "doc": json.dumps(document)}).scalar_one()
         self._save_roles(verdict, vid, ids)
         self.conn.execute(text("UPDATE attribution.jobs SET current_verdict_id = :v, updated_at = now() "
-                               "WHERE id = :job"), {"v": vid, "job": self.job.id})
+                               "WHERE job_id = :jid AND id = :id"), self._key(v=vid))
         old_key = _root_key(self.ctx.cluster, *cur[2:]) if cur is not None else None
         new_key = None
         if root is not None:
@@ -348,10 +359,7 @@ class JobSession:
         return vid, True
 
     def _event_ids(self) -> dict[tuple, int]:
-        rows = self.conn.execute(text(
-            "SELECT e.id, e.rule, e.location, e.kind, e.line FROM attribution.job_events je "
-            "JOIN attribution.events e ON e.id = je.event_id AND e.occurred_at = je.event_time "
-            "WHERE je.job_ref = :job"), {"job": self.job.id}).all()
+        rows = job_event_rows(self.conn, self.job.job_id, self.job.id, "e.id, e.rule, e.location, e.kind, e.line")
         return {(r[1], r[2], r[3], r[4]): r[0] for r in rows}
 
     def _save_roles(self, verdict: Verdict, vid: int, ids: dict[tuple, int]) -> None:
@@ -371,10 +379,10 @@ class JobSession:
             if i is None:
                 continue
             roles.setdefault(i, "symptom")
-            sym_rows.append((vid, i, s.explained_by))
+            sym_rows.append((self.job.job_id, vid, i, s.explained_by))
         if sym_rows:
             raw = self.conn.connection.driver_connection
-            with raw.cursor().copy("COPY attribution.verdict_symptoms (verdict_id, event_id, explained_by) "
+            with raw.cursor().copy("COPY attribution.verdict_symptoms (job_id, verdict_id, event_id, explained_by) "
                                    "FROM STDIN") as cp:
                 for r in sorted(set(sym_rows)):
                     cp.write_row(r)
@@ -385,9 +393,14 @@ class JobSession:
             "  SELECT l.event_id, coalesce(r.role, 'unattributed') AS role FROM attribution.job_events l"
             "  LEFT JOIN (SELECT unnest(CAST(:ids AS bigint[])) AS id, unnest(CAST(:roles AS text[])) AS role) r"
             "    ON r.id = l.event_id"
-            "  WHERE l.job_ref = :job) x "
-            "WHERE je.job_ref = :job AND je.event_id = x.event_id AND je.role_in_job IS DISTINCT FROM x.role"),
-            {"job": self.job.id, "ids": list(roles), "roles": list(roles.values())})
+            "  WHERE l.job_id = :jid AND l.job_ref = :id) x "
+            "WHERE je.job_id = :jid AND je.job_ref = :id AND je.event_id = x.event_id "
+            "AND je.role_in_job IS DISTINCT FROM x.role"),
+            self._key(ids=list(roles), roles=list(roles.values())))
+
+
+EVENT_ROW = ("e.kind, e.role, e.rule, e.source, e.location, e.line, e.message, e.node, e.gpu, e.code, e.rank, "
+             "CASE WHEN e.time_exact THEN e.occurred_at END, e.outcome, e.action, e.severity, e.fields")
 
 
 def pending_jobs(conn: Connection) -> list[tuple[JobRef, ExecutionContext]]:
