@@ -32,7 +32,8 @@ CONTEXT_RANK = {"node": 1, "epilog": 1, "sacct": 2, "kueue": 2, "controller": 3,
 SAME_JOB_WINDOW = timedelta(days=1)
 
 INFRA_SQL = "('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')"
-EVENT_COLUMNS = ("occurred_at", "fingerprint", "cluster", "node", "node_key", "source", "kind", "role", "code", "gpu", "rank",
+EVENT_COLUMNS = ("occurred_at", "fingerprint", "cluster", "node", "node_key", "source", "kind", "role", "code", "gpu",
+                 "rank",
                  "time_exact", "outcome", "action", "severity", "rule", "location", "message", "line", "fields")
 
 
@@ -268,7 +269,8 @@ class JobSession:
 
     # -- coverage -----------------------------------------------------------------------------------------------
     def set_coverage(self, coverage: Iterable[Coverage]) -> None:
-        rows = [{"jid": self.job.job_id, "job": self.job.id, "source": c.source, "node": c.node or "", "file": c.file or "",
+        rows = [{"jid": self.job.job_id, "job": self.job.id, "source": c.source, "node": c.node or "",
+                 "file": c.file or "",
                  "status": c.status, "lines": c.lines, "reason": c.reason, "notes": list(c.notes)}
                 for c in coverage]
         if not rows:
@@ -332,9 +334,10 @@ class JobSession:
         vid = self.conn.execute(text(
             "INSERT INTO attribution.verdicts (job_id, job_ref, outcome, confidence, action, root_event_id, "
             "root_kind, root_code, root_node, root_gpu, root_time, culprit_nodes, explanation, rules_version, "
-            "input_digest, document) VALUES (:jid, :job, :o, :conf, :a, :rid, :rk, :rc, :rn, :rg, :rt, :cul, :ex, :rv, :dg, "
-            "CAST(:doc AS jsonb)) RETURNING id"),
-            {"jid": self.job.job_id, "job": self.job.id, "o": verdict.outcome, "conf": verdict.confidence, "a": verdict.action,
+            "input_digest, document) VALUES (:jid, :job, :o, :conf, :a, :rid, :rk, :rc, :rn, :rg, :rt, :cul, :ex, "
+            ":rv, :dg, CAST(:doc AS jsonb)) RETURNING id"),
+            {"jid": self.job.job_id, "job": self.job.id, "o": verdict.outcome, "conf": verdict.confidence,
+             "a": verdict.action,
              "rid": root_id, "rk": root.kind if root else None, "rc": root.code if root else None,
              "rn": root.node if root else None, "rg": root.gpu if root else None,
              "rt": root.time if root else None, "cul": [n for n, _ in verdict.culprits],
