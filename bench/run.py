@@ -130,6 +130,7 @@ def bench_store(work: Path, quick: bool) -> Result:
     from attribution.pipeline import diagnose_bundle, ingest
     from attribution.rulepack.load import load_rules
     from attribution.store.codec import fingerprint
+    from attribution.store.links import node_key
     from attribution.store.writer import EVENT_COLUMNS
 
     rs = load_rules(ROOT / "rules")
@@ -158,7 +159,8 @@ def bench_store(work: Path, quick: bool) -> Result:
         rows = []
         for ctx, evs in batches:
             for e in evs:
-                rows.append((e.time, fingerprint(ctx.cluster, e, "") + b"copy", ctx.cluster, e.node, e.source,
+                rows.append((e.time, fingerprint(ctx.cluster, e, "") + b"copy", ctx.cluster, e.node,
+                             node_key(ctx.cluster, ctx.job_id, e), e.source,
                              e.kind, e.role, e.code, e.gpu, e.rank, True, e.outcome, e.action, e.severity, e.rule,
                              e.location, e.message, e.line, json.dumps(dict(e.fields))))
         with engine.begin() as c:
