@@ -201,3 +201,4 @@ class Verdict:
     coverage: tuple[Coverage, ...]
     rules_version: str
     causes: tuple[Event, ...] = ()  # every cause left unexplained, root first
+    cost: Mapping[str, object] | None = None  # what the failure lost (correlate.cost.failure_cost)
