@@ -51,8 +51,9 @@ def when(value: Any) -> str:
         return str(value)
 
 
-def url_job(cluster: str, job_id: str, start: str | None = None) -> str:
-    url = f"/ui/jobs/{quote(cluster, safe='')}/{quote(job_id, safe='')}"
+def url_job(cluster: str, job_id: str, start: str | None = None, part: str = "") -> str:
+    """The job's page (or one of its parts, e.g. `timeline`); `start` picks one of several jobs with this id."""
+    url = f"/ui/jobs/{quote(cluster, safe='')}/{quote(job_id, safe='')}" + (f"/{part}" if part else "")
     return url + (f"?{urlencode({'start': start})}" if start else "")
 
 
@@ -180,8 +181,7 @@ def add_web_routes(app: FastAPI, svc: Service) -> None:
         return page("job.html", title=f"Job {job_id}", page="job", doc=doc, other_starts=starts,
                     symptom_groups=_symptom_groups(doc),
                     gaps=[c for c in doc.get("coverage") or [] if c.get("status") != "ok"],
-                    timeline_url=url_job(cluster, job_id, job_start).replace(
-                        f"/{quote(job_id, safe='')}", f"/{quote(job_id, safe='')}/timeline", 1))
+                    timeline_url=url_job(cluster, job_id, job_start, part="timeline"))
 
     @app.get("/ui/jobs/{cluster}/{job_id}/timeline", include_in_schema=False)
     async def job_timeline(request: Request, cluster: str, job_id: str, start: str | None = None) -> HTMLResponse:
