@@ -19,6 +19,16 @@ UTC = timezone.utc
 #: outcomes and actions are the rule pack's vocabulary: rules/schema/defs.schema.json.)
 INFRASTRUCTURE_OUTCOMES = frozenset({"gpu_hardware", "nvlink", "nvswitch_fabric", "network", "host"})
 
+#: Who could have written the evidence (spec/bundle.md "Trust"): the job's own program wrote its output; the
+#: system wrote the rest (kernel, Fabric Manager, node logs, scheduler state, telemetry).
+EVIDENCE = ("system", "job_output")
+USER_WRITTEN_SOURCES = frozenset({"job"})
+
+
+def evidence_of(source: str) -> str:
+    """`job_output` for what the job's program could have printed, else `system`."""
+    return "job_output" if source in USER_WRITTEN_SOURCES else "system"
+
 
 def _frozen_map(m: Mapping | None) -> Mapping:
     return MappingProxyType(dict(m or {}))
@@ -123,6 +133,12 @@ class Event:
     def __post_init__(self) -> None:
         object.__setattr__(self, "fields", _frozen_map(self.fields))
 
+    @property
+    def evidence(self) -> str:
+        """Who could have written the line behind this event: `system` or `job_output` (from its source, never
+        from what a report claims)."""
+        return evidence_of(self.source)
+
     def sort_key(self) -> tuple:
         """A total order independent of the order in which events were produced."""
         t = self.time.timestamp() if self.time else float("inf")
@@ -172,3 +188,8 @@ class Verdict:
     coverage: tuple[Coverage, ...]
     rules_version: str
     causes: tuple[Event, ...] = ()  # every cause left unexplained, root first
+    #: per culprit, in the same order: `system` when system-written evidence names it, else `job_output`
+    culprit_evidence: tuple[str, ...] = ()
+
+    def evidence_of_culprit(self, i: int) -> str:
+        return self.culprit_evidence[i] if i < len(self.culprit_evidence) else "system"

@@ -78,12 +78,14 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     the whole evidence, while a thousand pieces cost a few attributions instead of a thousand.
     """
     from attribution.correlate.rootcause import in_window, job_window
+    from attribution.extract.events import untrusted_time_dropped
     from attribution.reports.render import verdict_to_dict
     from attribution.store import in_transaction
     from attribution.store.writer import IngestResult, JobSession
 
     check_storable(ctx, {e.node for e in events})
     lo, hi = job_window(ctx, ruleset.graph)
+    events = [untrusted_time_dropped(e, lo, hi) for e in events]  # reports from nodes and the API too
     inside = [e for e in events if in_window(e, lo, hi)]
     outside = [e for e in events if not in_window(e, lo, hi)]
 

@@ -14,11 +14,14 @@ config = context.config
 target_metadata = Base.metadata
 MIGRATION_LOCK = 7_261_432_001  # pg_advisory_lock key shared by every host migrating this database
 #: Objects the migrations create that the models do not describe: monthly partitions of `events`, views.
-_PARTITION = re.compile(r"^events_p\d{6}$")
+_PARTITION = re.compile(r"^events_(p\d{6}|default)$")
 
 
 def include_object(obj, name, type_, reflected, compare_to):
     if type_ == "table" and name and _PARTITION.match(name):
+        return False
+    # PostgreSQL keeps one copy of job_events' foreign key per partition of events
+    if type_ == "foreign_key_constraint" and _PARTITION.match(getattr(obj.referred_table, "name", "") or ""):
         return False
     return True
 

@@ -62,13 +62,15 @@ def db() -> None:
 @click.pass_context
 def db_upgrade(ctx: click.Context) -> None:
     """Migrate the database to the newest schema (safe from many hosts at once)."""
-    from attribution.store import migrate
+    from attribution.store import make_partitions_ahead, migrate
     from attribution.store.db import describe
 
     with open_store(ctx, auto_migrate=False) as engine:
         migrate.upgrade(engine)
         ensure_drain_policy(ctx, engine)
-        click.echo(f"{describe(engine.url)}: at revision {migrate.current(engine)}")
+        made = make_partitions_ahead(engine)
+        click.echo(f"{describe(engine.url)}: at revision {migrate.current(engine)}"
+                   + (f"; {made} event partition(s) made ahead" if made else ""))
 
 
 @db.command("status")
@@ -126,10 +128,12 @@ def db_attribute_pending(ctx: click.Context, timeout: float | None) -> None:
     """Compute the verdict of every job with evidence newer than its verdict (e.g. after an ingest was killed
     between storing and attributing); safe to run from a timer beside live ingests."""
     from attribution.pipeline import attribute_all_pending
+    from attribution.store import make_partitions_ahead
 
     rs = ruleset_of(ctx)
     deadline = time.monotonic() + timeout if timeout else None
     with open_store(ctx) as engine:
+        make_partitions_ahead(engine)  # the timer's maintenance step: next year's partitions, before they are due
         n = attribute_all_pending(rs, engine, deadline)
     click.echo(f"attributed {n} pending job(s)")
 

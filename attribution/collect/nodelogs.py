@@ -20,6 +20,15 @@ from attribution.collect.scan import Hit, Prefilter, next_line, previous_line, s
 from attribution.collect.textio import ReadStats, decode
 
 MAX_CONTINUATION = 16  # lines joined into one record at most
+#: syslog-style prefixes that carry a tag: only the tag `kernel` is the kernel (spec/bundle.md "Trust")
+TAGGED_FORMATS = ("syslog", "rfc3339")
+
+
+def not_the_kernel(spec_source: str, head) -> bool:
+    """A line in a kernel log written by another program (`logger`, any daemon): anyone on the node can write
+    `mallory[4242]: NVRM: Xid ...` to syslog, and it is not a kernel message."""
+    return (spec_source == "kernel" and getattr(head, "fmt", None) in TAGGED_FORMATS
+            and getattr(head, "tag", None) != "kernel")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +55,7 @@ def parse_node_log(fp: BinaryIO, spec: NodeLogSpec, ctx: ExecutionContext,
     seen_heads: set[int] = set()
     last_time: datetime | None = None
     backwards = 0
+    foreign = 0
     raw_dmesg_untimed = False
     current: bytes | None = None
     for hit in scan(fp, stats, prefilter):
@@ -57,6 +67,9 @@ def parse_node_log(fp: BinaryIO, spec: NodeLogSpec, ctx: ExecutionContext,
             continue
         seen_heads.add(rec.head_start)
         first = rec.head
+        if not_the_kernel(spec.source, first):
+            foreign += 1
+            continue
         if getattr(first, "fmt", None) in ("dmesg", "kmsg") and first.time is None:
             raw_dmesg_untimed = True
         t = first.time
@@ -75,6 +88,8 @@ def parse_node_log(fp: BinaryIO, spec: NodeLogSpec, ctx: ExecutionContext,
         ))
     if raw_dmesg_untimed:
         stats.notes.append("seconds-since-boot stamps but no boot_time for this node: times unknown")
+    if foreign:
+        stats.notes.append(f"{foreign} line(s) with a syslog tag other than kernel ignored (not kernel messages)")
     if backwards:
         stats.notes.append(f"timestamps go backwards {backwards} time(s)")
     return out, stats

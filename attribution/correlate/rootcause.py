@@ -83,6 +83,9 @@ def correlate(ruleset: RuleSet, ctx: ExecutionContext, events: Iterable[Event],
         symptoms = symptoms[:max_symptoms]
 
     verdict_causes = tuple(c.ev for c in remaining)
+    culprit_evidence = tuple(_culprit_evidence(node, root, remaining, placed, ctx) for node, _ in culprits)
+    if "job_output" in culprit_evidence and confidence == "high":  # what a user could have printed
+        confidence = "medium"
     explanation = explain(ruleset, ctx, outcome, root.ev if root else None, culprits, placed, decision.final)
     return Verdict(
         context=ctx,
@@ -96,7 +99,22 @@ def correlate(ruleset: RuleSet, ctx: ExecutionContext, events: Iterable[Event],
         coverage=tuple(sorted(coverage, key=lambda c: (c.source, c.node or "", c.file or "", c.status))),
         rules_version=ruleset.version,
         causes=verdict_causes,
+        culprit_evidence=culprit_evidence,
     )
+
+
+def _culprit_evidence(node: str, root: Placed | None, remaining: list[Placed], placed: list[Placed],
+                      ctx: ExecutionContext) -> str:
+    """`system` when system-written evidence names the culprit: an infrastructure cause on it (when a root was
+    found), else any event on it of an infrastructure outcome, or the scheduler's own failed node; otherwise
+    the culprit rests only on job output (spec/verdict.md "Evidence a user could have written")."""
+    if root is not None:
+        support = [c.ev for c in [root] + remaining if c.ev.node == node and c.ev.outcome in INFRASTRUCTURE_OUTCOMES]
+    else:
+        support = [p.ev for p in placed if p.ev.node == node]
+        if ctx.failed_node == node:
+            return "system"
+    return "system" if any(e.evidence == "system" for e in support) else "job_output"
 
 
 def _symptom_ref(rel: Relation, p: Placed, root: Placed | None, remaining_idx: set[int]) -> str | None:

@@ -9,6 +9,7 @@ then the file name, then the only node of a one-node job.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Iterable, Mapping
 
@@ -162,11 +163,30 @@ def _event(ruleset: RuleSet, ctx: ExecutionContext, obs: Observation, rule: Rule
     )
 
 
+def believable_window(ruleset: RuleSet, ctx: ExecutionContext) -> tuple[datetime | None, datetime | None]:
+    """The times a user-written line may claim: the job window widened by the causal graph's margins."""
+    before, after = ruleset.graph.margins()
+    lo = ctx.start - before if ctx.start else None
+    hi = ctx.end + after if ctx.end else None
+    return lo, hi
+
+
+def untrusted_time_dropped(ev: Event, lo: datetime | None, hi: datetime | None) -> Event:
+    """A job-output event whose time lies outside the believable window is not placed in time (spec/verdict.md
+    "Evidence a user could have written"): its program could have printed any date."""
+    if ev.time is None or ev.evidence == "system":
+        return ev
+    if (lo is not None and ev.time < lo) or (hi is not None and ev.time > hi):
+        return replace(ev, time=None)
+    return ev
+
+
 def extract(ruleset: RuleSet, ctx: ExecutionContext, observations: Iterable[Observation]) -> list[Event]:
     """All events of all observations, in a total order that does not depend on the input order."""
     zone = resolve_zone(ctx.timezone)
+    lo, hi = believable_window(ruleset, ctx)
     out: list[Event] = []
     for obs in observations:
-        out.extend(extract_one(ruleset, ctx, obs, zone))
+        out.extend(untrusted_time_dropped(e, lo, hi) for e in extract_one(ruleset, ctx, obs, zone))
     out.sort(key=Event.sort_key)
     return out

@@ -19,6 +19,7 @@ def event_dict(ev: Event, root: bool = False) -> dict:
         "rank": ev.rank,
         "time": format_utc(ev.time),
         "source": ev.source,
+        "evidence": ev.evidence,
         "rule": ev.rule,
         "location": ev.location,
         "line": ev.line,
@@ -66,7 +67,8 @@ def verdict_to_dict(verdict: Verdict, symptom_limit: int | None = None) -> dict:
         "confidence": verdict.confidence,
         "action": verdict.action,
         "root_cause": event_dict(verdict.root_cause, root=True) if verdict.root_cause else None,
-        "culprits": [{"node": n, "gpu": g} for n, g in verdict.culprits],
+        "culprits": [{"node": n, "gpu": g, "evidence": verdict.evidence_of_culprit(i)}
+                     for i, (n, g) in enumerate(verdict.culprits)],
         "symptoms": [dict(event_dict(s.event), explained_by=s.explained_by) for s in symptoms],
         "symptoms_total": len(verdict.symptoms),
         "symptom_groups": symptom_groups(verdict),
@@ -95,8 +97,10 @@ def render_text(verdict: Verdict, top: int = 8) -> str:
         lines.append(f"            {r.location}: {r.line[:200]}")
     else:
         lines.append("root cause  none found")
-    lines.append("culprits    " + (", ".join(f"{n}" + (f" (gpu {g})" if g else "") for n, g in verdict.culprits)
-                                  or "none"))
+    lines.append("culprits    " + (", ".join(
+        f"{n}" + (f" (gpu {g})" if g else "")
+        + (" (job output only)" if verdict.evidence_of_culprit(i) == "job_output" else "")
+        for i, (n, g) in enumerate(verdict.culprits)) or "none"))
     lines.append(f"why         {verdict.explanation}")
     groups = symptom_groups(verdict)
     if groups:

@@ -90,3 +90,15 @@ def _describe(exc: BaseException | None) -> str:
     orig = getattr(exc, "orig", None)
     msg = str(orig or exc).strip().splitlines()
     return msg[0] if msg else type(exc).__name__
+
+
+#: How far ahead the maintenance step makes the monthly partitions of `events`.
+PARTITION_MONTHS_AHEAD = 12
+
+
+def make_partitions_ahead(engine: Engine, months: int = PARTITION_MONTHS_AHEAD) -> int:
+    """The maintenance step that keeps ingest from ever changing the database's shape: the partitions of the
+    coming `months` and the default partition (migration 0006). Returns how many it made (0 nearly always).
+    Run by `attribution db upgrade` and `attribution db attribute-pending` (the timer), never by an ingest."""
+    with engine.begin() as c:
+        return int(c.execute(text("SELECT attribution.ensure_event_partitions(:m)"), {"m": months}).scalar() or 0)

@@ -16,8 +16,8 @@ UTC = timezone.utc
 JOB_SCOPED_SOURCES = frozenset({"job", "scheduler"})
 #: model.INFRASTRUCTURE_OUTCOMES as an SQL list.
 INFRA_SQL = "(" + ", ".join(f"'{o}'" for o in sorted(INFRASTRUCTURE_OUTCOMES)) + ")"
-EVENT_COLUMNS = ("occurred_at", "fingerprint", "cluster", "node", "source", "kind", "role", "code", "gpu", "rank",
-                 "time_exact", "outcome", "action", "severity", "rule", "location", "message", "line", "fields")
+EVENT_COLUMNS = ("occurred_at", "fingerprint", "cluster", "node", "source", "evidence", "kind", "role", "code", "gpu",
+                 "rank", "time_exact", "outcome", "action", "severity", "rule", "location", "message", "line", "fields")
 
 
 def _int4(v: int | None) -> int | None:
@@ -45,7 +45,7 @@ class JobEvents:
             fp = fingerprint(self.ctx.cluster, ev, scope)
             occurred = ev.time or placement
             rows[(fp, occurred)] = (
-                occurred, fp, self.ctx.cluster, ev.node, ev.source, ev.kind, ev.role, _int4(ev.code), ev.gpu,
+                occurred, fp, self.ctx.cluster, ev.node, ev.source, ev.evidence, ev.kind, ev.role, _int4(ev.code), ev.gpu,
                 _int4(ev.rank),
                 ev.time is not None, ev.outcome, ev.action, ev.severity, ev.rule, ev.location, ev.message, ev.line,
                 json.dumps(dict(ev.fields), sort_keys=True))
@@ -58,9 +58,8 @@ class JobEvents:
         with raw.cursor().copy(f"COPY _in_events ({', '.join(EVENT_COLUMNS)}) FROM STDIN") as cp:
             for r in ordered:
                 cp.write_row(r)
-        c.execute(text(
-            "SELECT attribution.ensure_event_partition(m) FROM "
-            "(SELECT DISTINCT date_trunc('month', occurred_at) AS m FROM _in_events) x"))
+        # no partition is made here: ingest never changes the database's shape (a time stamp no month partition
+        # covers lands in events_default; `ensure_event_partitions` makes the coming year's ahead of time)
         cols = ", ".join(EVENT_COLUMNS)
         new = c.execute(text(f"""
             WITH ins AS (

@@ -2,8 +2,9 @@
 models describe it for queries and for `alembic check`.
 
 Everything lives in the schema `attribution`. Event kinds and rule ids are text, so a new rule never needs DDL.
-`events` is range-partitioned by month on `occurred_at` (partitions are created on demand by
-`attribution.ensure_event_partition`, a function the migrations install).
+`events` is range-partitioned by month on `occurred_at`: the partitions of the coming year are made ahead by a
+maintenance step (`attribution.ensure_event_partitions`, run at migration, by `db upgrade` and by
+`db attribute-pending`), and a DEFAULT partition takes the rest; ingest never creates one (docs/store.md).
 """
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ class Event(Base):
     cluster: Mapped[str] = mapped_column(Text)
     node: Mapped[str | None] = mapped_column(Text)
     source: Mapped[str] = mapped_column(Text)
+    #: who could have written the line: 'system' or 'job_output' (spec/bundle.md "Trust")
+    evidence: Mapped[str] = mapped_column(Text, server_default=text("'system'"))
     kind: Mapped[str] = mapped_column(Text)
     role: Mapped[str] = mapped_column(Text)
     code: Mapped[int | None] = mapped_column(Integer)
@@ -168,6 +171,8 @@ class Verdict(Base):
     root_gpu: Mapped[str | None] = mapped_column(Text)
     root_time: Mapped[datetime | None] = mapped_column(TS)
     culprit_nodes: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'"))
+    #: per culprit node, in the same order: 'system' or 'job_output' (what names it)
+    culprit_evidence: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'"))
     explanation: Mapped[str] = mapped_column(Text)
     rules_version: Mapped[str] = mapped_column(Text)
     input_digest: Mapped[str] = mapped_column(Text)

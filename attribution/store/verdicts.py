@@ -36,13 +36,15 @@ class JobVerdicts:
         root_id = ids.get((root.rule, root.location, root.kind, root.line)) if root else None
         vid = self.conn.execute(text(
             "INSERT INTO attribution.verdicts (job_ref, outcome, confidence, action, root_event_id, root_kind, "
-            "root_code, root_node, root_gpu, root_time, culprit_nodes, explanation, rules_version, input_digest, "
-            "document) VALUES (:job, :o, :conf, :a, :rid, :rk, :rc, :rn, :rg, :rt, :cul, :ex, :rv, :dg, "
+            "root_code, root_node, root_gpu, root_time, culprit_nodes, culprit_evidence, explanation, rules_version, "
+            "input_digest, document) VALUES (:job, :o, :conf, :a, :rid, :rk, :rc, :rn, :rg, :rt, :cul, :cev, :ex, "
+            ":rv, :dg, "
             "CAST(:doc AS jsonb)) RETURNING id"),
             {"job": self.job.id, "o": verdict.outcome, "conf": verdict.confidence, "a": verdict.action,
              "rid": root_id, "rk": root.kind if root else None, "rc": root.code if root else None,
              "rn": root.node if root else None, "rg": root.gpu if root else None,
              "rt": root.time if root else None, "cul": [n for n, _ in verdict.culprits],
+             "cev": [verdict.evidence_of_culprit(i) for i in range(len(verdict.culprits))],
              "ex": verdict.explanation, "rv": verdict.rules_version, "dg": digest,
              "doc": json.dumps(document)}).scalar_one()
         self._save_roles(verdict, vid, ids)
