@@ -45,21 +45,35 @@ attribution_log() {
   printf '%s %s[%s] %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${0##*/}" "$$" "$*" >>"$ATTRIBUTION_LOG" 2>/dev/null
 }
 
+# True for a plain decimal number of at most 18 digits. Values from the environment or a state file are checked
+# with it before any arithmetic: bash evaluates a variable's text inside $((...)) as an expression, array
+# subscripts and command substitutions included (SLURM_JOB_START_TIME='a[$(cmd)]' would run cmd as root).
+attribution_number() {
+  case $1 in
+    '' | *[!0-9]*) return 1 ;;
+  esac
+  [ "${#1}" -le 18 ]
+}
+
 # The bytes of a log written since the job started (from the prolog's offset), or its last bytes.
 attribution_tail() {
   local file=$1 offset=$2 size
-  [ -r "$file" ] || return 0
+  attribution_number "$offset" || offset=
+  [ -f "$file" ] && [ -r "$file" ] || return 0
   size=$(stat -c %s "$file" 2>/dev/null) || return 0
   if [ -n "$offset" ] && [ "$offset" -le "$size" ] 2>/dev/null; then
-    tail -c +$((offset + 1)) "$file"
+    timeout -k 1 10 tail -c +$((offset + 1)) -- "$file"
   else
-    tail -c "$ATTRIBUTION_LOOKBACK_BYTES" "$file"
+    timeout -k 1 10 tail -c "$ATTRIBUTION_LOOKBACK_BYTES" -- "$file"
   fi
 }
 
 # Exit 0 when this node's kernel or Fabric Manager log since the job started holds a line worth a look.
 attribution_suspicious() {
   local start=$1 koff=$2 foff=$3 since btime
+  attribution_number "$start" || start=
+  attribution_number "$koff" || koff=
+  attribution_number "$foff" || foff=
   case "$ATTRIBUTION_KERNEL_SOURCE" in
     file)
       attribution_tail "$ATTRIBUTION_KERNEL_FILE" "$koff" | grep -F -q -f "$ATTRIBUTION_FILTER" && return 0 ;;
@@ -69,6 +83,7 @@ attribution_suspicious() {
     *)
       btime=$(awk '/^btime/ {print $2}' /proc/stat 2>/dev/null)
       since=0
+      attribution_number "$btime" || btime=
       [ -n "$start" ] && [ -n "$btime" ] && since=$((start - btime - 300))
       dmesg 2>/dev/null | awk -v t="$since" '{ s = substr($0, 2, index($0, "]") - 2) + 0; if (s >= t) print }' \
         | grep -F -q -f "$ATTRIBUTION_FILTER" && return 0 ;;

@@ -13,7 +13,7 @@ from attribution.timeparse import YearGuesser, resolve_zone
 from attribution.collect.joblog import (TRACEBACK_EXCEPTION, TRACEBACK_PREFILTER, JobLineParser, TracebackTracker,
                                         host_prefixes, looks_labelled)
 from attribution.collect.scan import Prefilter, scan
-from attribution.collect.textio import ReadStats, decode
+from attribution.collect.textio import ReadStats, decode, open_regular
 
 SAMPLE_BYTES = 64 << 10
 
@@ -94,7 +94,7 @@ def read_job_output(path: Path, location: str, ctx: ExecutionContext,
                     prefilter: Prefilter) -> tuple[list[Observation], Coverage]:
     file_node = node_of_file(path.name, ctx.nodes)
     try:
-        with open(path, "rb") as fp:
+        with open_regular(path) as fp:
             obs, stats = parse_job_output(fp, location, ctx, prefilter, file_node)
     except FileNotFoundError:
         return [], Coverage("job", file_node, "missing", reason="no file", file=location)

@@ -14,6 +14,7 @@ from pathlib import Path
 from attribution.model import Coverage, ExecutionContext, Observation
 from attribution.collect.nodelogs import NodeLogSpec, parse_node_log
 from attribution.collect.scan import Prefilter
+from attribution.collect.textio import open_regular
 
 UTC = timezone.utc
 
@@ -46,7 +47,7 @@ def read_file(path: Path, spec: NodeLogSpec, ctx: ExecutionContext, prefilter: P
               offset: int = 0) -> tuple[list[Observation], Coverage]:
     """A log file read from `offset` (where the prolog found it at job start; 0 when unknown or rotated)."""
     try:
-        with open(path, "rb") as fp:
+        with open_regular(path) as fp:
             size = os.fstat(fp.fileno()).st_size
             if 0 < offset <= size:
                 fp.seek(offset)
@@ -65,8 +66,10 @@ def read_file(path: Path, spec: NodeLogSpec, ctx: ExecutionContext, prefilter: P
 
 def read_journal(spec: NodeLogSpec, ctx: ExecutionContext, prefilter: Prefilter, since: datetime, until: datetime,
                  timeout: float) -> tuple[list[Observation], Coverage]:
-    """The kernel's journal between `since` and `until` (the job window with the causal graph's margins)."""
-    cmd = ["journalctl", "-k", "--no-pager", "-q", "-o", "short-iso-precise",
+    """The kernel's journal between `since` and `until` (the job window with the causal graph's margins), through
+    the kernel transport only (`-k` is _TRANSPORT=kernel of this boot, said again as a match): what `logger`
+    writes is not read."""
+    cmd = ["journalctl", "-k", "_TRANSPORT=kernel", "--no-pager", "-q", "-o", "short-iso-precise",
            f"--since=@{int(since.timestamp())}", f"--until=@{int(until.timestamp()) + 1}"]
     try:
         r = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False)

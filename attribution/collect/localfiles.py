@@ -18,6 +18,7 @@ from attribution.model import Coverage, ExecutionContext, Observation
 from attribution.collect.joboutput import node_of_file, parse_job_output
 from attribution.collect.nodelogs import NodeLogSpec, parse_node_log
 from attribution.collect.scan import Prefilter
+from attribution.collect.textio import open_regular
 
 
 def expand(pattern: str, ctx: ExecutionContext, node: str | None) -> str:
@@ -25,7 +26,12 @@ def expand(pattern: str, ctx: ExecutionContext, node: str | None) -> str:
 
 
 def _open(path: Path):
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    fp = open_regular(path)
+    if path.suffix != ".gz":
+        return fp
+    g = gzip.GzipFile(fileobj=fp, mode="rb")
+    g.myfileobj = fp  # closed with it, as when gzip opens the file itself
+    return g
 
 
 def read_one(path: Path, source: str, node: str | None, ctx: ExecutionContext,

@@ -17,7 +17,7 @@ from attribution.timeparse import UTC, YearGuesser, resolve_zone
 from attribution.collect.fabricmanager import FabricManagerLineParser
 from attribution.collect.kernel import KernelLineParser
 from attribution.collect.scan import Hit, Prefilter, next_line, previous_line, scan
-from attribution.collect.textio import ReadStats, decode
+from attribution.collect.textio import ReadStats, decode, open_regular
 
 MAX_CONTINUATION = 16  # lines joined into one record at most
 #: syslog-style prefixes that carry a tag: only the tag `kernel` is the kernel (spec/bundle.md "Trust")
@@ -142,7 +142,7 @@ def read_node_log(path: Path, spec: NodeLogSpec, ctx: ExecutionContext,
                   prefilter: Prefilter) -> tuple[list[Observation], Coverage]:
     """Read one node log; every failure becomes a coverage record instead of an exception."""
     try:
-        with open(path, "rb") as fp:
+        with open_regular(path) as fp:
             obs, stats = parse_node_log(fp, spec, ctx, prefilter)
     except FileNotFoundError:
         return [], Coverage(spec.source, spec.node, "missing", reason="no file", file=spec.location)

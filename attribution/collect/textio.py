@@ -10,12 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
+from attribution.safefile import open_regular  # noqa: F401  (the readers open files through it)
+
 
 BLOCK_SIZE = 8 << 20
 MAX_LINE = 1 << 20
 #: Part of a line that is decoded and handed to the rules; real log lines are far shorter.
 MAX_RECORD_CHARS = 64 << 10
-
 
 
 @dataclass

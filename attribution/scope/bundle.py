@@ -171,9 +171,18 @@ def parse_context(text: str, origin: str = "context.yaml") -> ExecutionContext:
     return context_from_mapping(data, origin)
 
 
+#: A context is a few hundred bytes; a bigger one is not a context (and /dev/zero would never end).
+MAX_CONTEXT_BYTES = 1 << 20
+
+
 def load_context(path: Path) -> ExecutionContext:
+    from attribution.safefile import open_regular
+
     try:
-        raw = path.read_bytes()
+        with open_regular(path) as fp:
+            raw = fp.read(MAX_CONTEXT_BYTES + 1)
+        if len(raw) > MAX_CONTEXT_BYTES:
+            raise InputError(str(path), f"larger than {MAX_CONTEXT_BYTES} bytes: not a context")
     except FileNotFoundError:
         raise InputError(str(path), "no such file") from None
     except OSError as exc:

@@ -1,0 +1,106 @@
+"""The faults found by attacking the product (issue 18), one regression test per finding, named after it.
+
+The service's findings (M5, M6, L1, L6, L9) are in tests/hardening/test_service.py, the writer's grants (M7) in
+tests/hardening/test_privileges.py, the trust model (H1-H3, L7) in tests/test_trust.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from attribution.node import spool
+from attribution.node.epilog import payload, replay
+from attribution.scope.bundle import parse_context
+
+from tests.conftest import ROOT
+
+UTC = timezone.utc
+NOW = datetime.now(UTC).replace(microsecond=0)
+HOOKS = ROOT / "hooks"
+
+
+def _ctx(cluster="hard", job_id="77", nodes=("n1",)):
+    return parse_context(json.dumps({"cluster": cluster, "job_id": job_id, "nodes": list(nodes), "state": "FAILED",
+                                     "start": (NOW - timedelta(hours=1)).isoformat(), "end": NOW.isoformat()}))
+
+
+# -- M1: a spool file with non-UTF-8 fields -----------------------------------------------------------------------
+
+
+def test_m1_spool_file_with_non_utf8_fields_goes_to_bad_and_the_flush_goes_on(ruleset, store, tmp_path):
+    from attribution.rulepack.check import events_for_line
+
+    ev = events_for_line(ruleset, "job", "srun: error: n1: task 0: Exited with exit code 1")[0]
+    good = payload(_ctx(job_id="1"), [ev], [], "node")
+    bad_path = json.loads(json.dumps(good))
+    bad_path["context"]["job_id"] = "2"
+    bad_path["events"][0]["location"] = "job/slurm-\udcff\udcfe.out:1"  # a job path that is not UTF-8
+    bad_node = json.loads(json.dumps(good))
+    bad_node["context"]["job_id"] = "3"
+    bad_node["context"]["cluster"] = "h\udce9rd"
+    late = json.loads(json.dumps(good))
+    late["context"]["job_id"] = "4"
+    d = tmp_path / "spool"
+    for p in (bad_path, bad_node, good, late):
+        spool.write(d, p)
+    res = spool.flush(d, lambda data: replay(ruleset, store, data))
+    assert res.error is None, res.error
+    assert res.replayed == 2 and len(res.bad) == 2 and spool.pending(d) == []
+    assert all("not UTF-8" in b for b in res.bad)
+    assert len(list((d / "bad").glob("*.spool"))) == 2
+    with store.connect() as c:
+        assert sorted(c.execute(text("SELECT job_id FROM attribution.jobs")).scalars()) == ["1", "4"]
+
+
+# -- M3 / L5: the hooks on untrusted files and environment -------------------------------------------------------
+
+
+def _hook_env(tmp_path: Path, **extra) -> dict[str, str]:
+    (tmp_path / "state").mkdir(exist_ok=True)
+    env = {"PATH": "/usr/bin:/bin", "ATTRIBUTION_HOOK_ENV": "/dev/null", "ATTRIBUTION_LOG": str(tmp_path / "hooks.log"),
+           "ATTRIBUTION_STATE_DIR": str(tmp_path / "state"), "ATTRIBUTION_FM_LOG": str(tmp_path / "no-fm.log"),
+           "ATTRIBUTION_BIN": str(tmp_path / "no-attribution"), "ATTRIBUTION_BUDGET": "5",
+           "SLURM_JOB_ID": "4242", "SLURM_JOB_EXIT_CODE": "0"}
+    env.update(extra)
+    return env
+
+
+def test_m3_epilog_slurmctld_does_not_block_on_a_fifo_named_as_job_output(tmp_path):
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(f"#!/bin/sh\necho 'JobId=4242 JobState=COMPLETED ExitCode=0:0 StdOut={fifo} "
+                        f"StdErr=/dev/zero'\n")
+    scontrol.chmod(0o755)
+    env = _hook_env(tmp_path, ATTRIBUTION_SCONTROL=str(scontrol))
+    # a FIFO nobody writes to blocks `tail` for ever: the hook must not open it (bounded by the test's timeout)
+    r = subprocess.run([str(HOOKS / "epilog-slurmctld")], env=env, capture_output=True, timeout=60)
+    assert r.returncode == 0
+
+
+@pytest.mark.parametrize("var", ["SLURM_JOB_START_TIME", "stamp_start", "stamp_offset"])
+@pytest.mark.parametrize("source", ["journald", "dmesg", "file"])
+def test_l5_no_shell_arithmetic_on_untrusted_environment_in_hooks(tmp_path, var, source):
+    pwned = tmp_path / "PWNED"
+    evil = f"a[$(touch {pwned})]"
+    kern = tmp_path / "kern.log"
+    kern.write_text("nothing to see\n")
+    extra = {"ATTRIBUTION_KERNEL_SOURCE": source, "ATTRIBUTION_KERNEL_FILE": str(kern)}
+    if var == "SLURM_JOB_START_TIME":
+        extra[var] = evil
+    env = _hook_env(tmp_path, **extra)
+    if var.startswith("stamp"):
+        key = "start" if var == "stamp_start" else "kernel_offset"
+        (tmp_path / "state" / "job-4242.start").write_text(f"{key}={evil}\n")
+    r = subprocess.run([str(HOOKS / "epilog")], env=env, capture_output=True, timeout=60)
+    assert r.returncode == 0
+    assert not pwned.exists(), "a command in the environment ran"
