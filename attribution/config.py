@@ -255,6 +255,14 @@ class ServiceSettings:
     diagnose_concurrency: int = 2  # bundles diagnosed at once per worker process
     workers: int = 1  # worker processes
     client_timeout_seconds: float = 10.0  # hooks: the longest one report to the service may take
+    # /v1/diagnose runs each bundle in a child process with these budgets (issue 18, M5)
+    diagnose_cpu_seconds: int = 120  # CPU time of one diagnosis
+    diagnose_memory_bytes: int = 2 * 1024 * 1024 * 1024  # address space of that process
+    diagnose_wall_seconds: float = 180.0  # wall time of one diagnosis
+    # connections (issue 18, M6): at most this many at once per worker; past it the oldest one that has not
+    # sent its request headers is closed; headers must arrive within header_timeout_seconds
+    max_connections: int = 512
+    header_timeout_seconds: float = 10.0
 
     def host_port(self) -> tuple[str, int]:
         host, sep, port = self.listen.rpartition(":")
@@ -341,11 +349,13 @@ def _check_service(s: ServiceSettings, origin: str) -> ServiceSettings:
     if not isinstance(s.listen, str):
         raise ConfigError(f"{origin}: service.listen: expected host:port")
     for name in ("max_body_bytes", "max_upload_bytes", "max_bundle_bytes", "max_bundle_files", "max_events",
-                 "db_pool_size", "diagnose_concurrency", "workers"):
+                 "db_pool_size", "diagnose_concurrency", "workers", "diagnose_cpu_seconds", "diagnose_memory_bytes",
+                 "max_connections"):
         v = getattr(s, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ConfigError(f"{origin}: service.{name}: expected a positive whole number, got {v!r}")
-    for name in ("body_timeout_seconds", "request_timeout_seconds", "client_timeout_seconds"):
+    for name in ("body_timeout_seconds", "request_timeout_seconds", "client_timeout_seconds",
+                 "diagnose_wall_seconds", "header_timeout_seconds"):
         v = getattr(s, name)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
             raise ConfigError(f"{origin}: service.{name}: expected a positive number of seconds, got {v!r}")

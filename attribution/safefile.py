@@ -24,3 +24,13 @@ def open_regular(path) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def shown_name(name: str) -> str:
+    """A file name as text that can be printed and stored: bytes that are not UTF-8 (kept by the OS as lone
+    surrogates) become U+FFFD. Used for locations, never to open the file."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

@@ -6,14 +6,18 @@ The tokens file has one token per line: its scopes (comma-separated), the token,
     report        3f9c0d6e0b6a4c1f9f3b1c2d4e5f60718   node-epilogs
     read          a81b2c3d4e5f60718293a4b5c6d7e8f90   grafana
     read,report   0a1b2c3d4e5f60718293a4b5c6d7e8f9a   admin
+    report        5d6e7f8091a2b3c4d5e6f708192a3b4c5   prod-a-nodes   cluster=prod-a
 
 `report` may post observations and job contexts; `read` may read verdicts, events and fleet views and diagnose
-uploaded bundles. Only SHA-256 digests of the tokens are kept in memory.
+uploaded bundles. A token with `cluster=NAME` may report jobs of that cluster only. Only SHA-256 digests of the
+tokens are kept in memory. The file must belong to the user the service runs as (anyone who can write it can
+grant themselves any scope) and be readable by that user only.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -31,6 +35,10 @@ class Principal:
 
     name: str
     scopes: frozenset[str]
+    cluster: str | None = None  # a report token bound to one cluster (issue 18, L9)
+
+    def may_report(self, cluster: str) -> bool:
+        return self.cluster is None or self.cluster == cluster
 
 
 @dataclass(frozen=True)
@@ -56,8 +64,10 @@ def parse_tokens(text: str, origin: str) -> TokenTable:
         if not line or line.startswith("#"):
             continue
         parts = line.split()
-        if len(parts) not in (2, 3):
-            problems.append(f"{origin}:{no}: expected 'scopes token [name]'")
+        bound = [p for p in parts[2:] if p.startswith("cluster=")]
+        parts = [p for i, p in enumerate(parts) if i < 2 or not p.startswith("cluster=")]
+        if len(parts) not in (2, 3) or len(bound) > 1 or (bound and not bound[0][len("cluster="):]):
+            problems.append(f"{origin}:{no}: expected 'scopes token [name] [cluster=NAME]'")
             continue
         scopes = frozenset(s for s in parts[0].split(",") if s)
         unknown = sorted(scopes - set(SCOPES))
@@ -73,7 +83,8 @@ def parse_tokens(text: str, origin: str) -> TokenTable:
         if d in table:
             problems.append(f"{origin}:{no}: the same token appears twice")
             continue
-        table[d] = Principal(parts[2] if len(parts) == 3 else f"line {no}", scopes)
+        table[d] = Principal(parts[2] if len(parts) == 3 else f"line {no}", scopes,
+                             bound[0][len("cluster="):] if bound else None)
     if problems:
         raise ConfigError("\n".join(problems))
     if not table:
@@ -82,5 +93,14 @@ def parse_tokens(text: str, origin: str) -> TokenTable:
 
 
 def load_tokens(path: str | Path) -> TokenTable:
-    """Read and parse the tokens file; refuses one that group or others may read."""
+    """Read and parse the tokens file; refuses one that group or others may read, or that another user owns."""
+    p = Path(path)
+    try:
+        owner = p.stat().st_uid
+    except OSError:
+        owner = None  # read_secret says what is wrong
+    if owner is not None and owner != os.geteuid():
+        raise ConfigError(f"{p}: tokens file belongs to uid {owner}, not to the user the service runs as "
+                          f"(uid {os.geteuid()}); whoever owns it can give themselves any scope: "
+                          f"run: chown {os.geteuid()} {p}")
     return parse_tokens(read_secret(path), str(path))

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 
+from attribution.api.diagnose_worker import Budget, budgeted
 from attribution.scope.archive import ArchiveLimits, unpack
 from attribution.errors import InputError
 from attribution.api.schemas import ERROR_RESPONSES
@@ -40,20 +41,18 @@ DIAGNOSE_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 def add_diagnose_routes(app: FastAPI, svc: Service) -> None:
     limits = ArchiveLimits(max_files=svc.settings.max_bundle_files, max_bytes=svc.settings.max_bundle_bytes)
+    budget = Budget(cpu_seconds=svc.settings.diagnose_cpu_seconds, memory_bytes=svc.settings.diagnose_memory_bytes,
+                    wall_seconds=svc.settings.diagnose_wall_seconds)
 
     def diagnose(upload, max_symptoms: int | None) -> dict:
-        from attribution.pipeline import diagnose_bundle
-        from attribution.reports.render import verdict_to_dict
-
         tmp = FsPath(tempfile.mkdtemp(prefix="attribution-upload-"))
         try:
             upload.seek(0)
             root = unpack(upload, tmp / "bundle", limits)
-            try:
-                d = diagnose_bundle(svc.ruleset, root)
+            try:  # as `attribution diagnose --json`, in a child process within the per-request budget
+                return budgeted(FsPath(svc.ruleset.root), root, max_symptoms, budget)
             except InputError as exc:
                 raise InputError(_relative(exc.path, root), exc.message, exc.line) from None
-            return verdict_to_dict(d.verdict, symptom_limit=max_symptoms)  # as `attribution diagnose --json`
         except InputError as exc:
             raise InputError(_scrub(exc.path, tmp), _scrub(exc.message, tmp), exc.line) from None
         finally:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, Path, Query
+from fastapi import Depends, FastAPI, HTTPException, Path, Query
 
+from attribution.api.auth import Principal
 from attribution.api.intake import Report, context_report, ingest_report, parse_report
 from attribution.timeparse import format_utc
 from attribution.api.schemas import ERROR_RESPONSES, IngestOut, JobContextDoc, JobRefOut, Name, ObservationBatch, ReportSource
@@ -17,6 +18,11 @@ from attribution.api.service import Service
 
 def add_report_routes(app: FastAPI, svc: Service) -> None:
     reporter = [Depends(require("report"))]
+
+    def bound(principal: Principal, report: Report) -> Report:
+        if not principal.may_report(report.context.cluster):
+            raise HTTPException(403, f"this token may report jobs of cluster {principal.cluster!r} only")
+        return report
 
     async def store(report: Report) -> IngestOut:
         """Queue behind the job's other reports, then for a database connection: at most
@@ -45,11 +51,12 @@ def add_report_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/v1/observations", response_model=IngestOut, dependencies=reporter, tags=["report"],
               openapi_extra=policy("report"), responses=ERROR_RESPONSES,
               summary="Store a batch of events and coverage for one job (the node or controller hook's payload)")
-    async def post_observations(batch: ObservationBatch) -> IngestOut:
+    async def post_observations(batch: ObservationBatch,
+                                principal: Annotated[Principal, Depends(require("report"))]) -> IngestOut:
         """Idempotent: posting the same batch again stores nothing new. Re-attributes the job; the answer says
         whether its current verdict changed."""
         report = parse_report(batch.model_dump(exclude_none=True), max_events=svc.settings.max_events)
-        return await store(report)
+        return await store(bound(principal, report))
 
     @app.post("/v1/jobs/{cluster}/{job_id}/context", response_model=IngestOut, dependencies=reporter,
               tags=["report"], openapi_extra=policy("report"), responses=ERROR_RESPONSES,
@@ -57,8 +64,11 @@ def add_report_routes(app: FastAPI, svc: Service) -> None:
     async def post_context(cluster: Annotated[Name, Path()], job_id: Annotated[Name, Path()], doc: JobContextDoc,
                            source: Annotated[ReportSource, Query(
                                description="who knows this context; a controller's or connector's context "
-                                           "wins over a node's")] = "api") -> IngestOut:
+                                           "wins over a node's")] = "api",
+                           principal: Principal = Depends(require("report"))) -> IngestOut:
         """The scheduler's word on the job (its final state, a failed node) counts as evidence, as it does when
         the controller hook reports. Idempotent."""
+        if not principal.may_report(cluster):
+            raise HTTPException(403, f"this token may report jobs of cluster {principal.cluster!r} only")
         report = context_report(svc.ruleset, doc.model_dump(exclude_none=True), cluster, job_id, source)
         return await store(report)

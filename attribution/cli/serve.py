@@ -71,7 +71,29 @@ def _run(ctx: click.Context, settings, host: str, port: int, workers: int, acces
             os.environ["ATTRIBUTION_DATABASE_URL"] = engine.url.render_as_string(hide_password=False)
         click.echo(f"attribution serve: http://{host}:{port} ({workers} worker(s)), database "
                    f"{describe(engine.url)}", err=True)
+        _open_files_for(settings.service.max_connections)
         uvicorn.run("attribution.api.app:app_from_environment", factory=True, host=host, port=port,
                     workers=workers, access_log=access_log, log_level=log_level,
                     log_config=log_config(log_level, log_json), timeout_graceful_shutdown=10,
-                    proxy_headers=False, server_header=False)
+                    proxy_headers=False, server_header=False,
+                    http="attribution.api.connections:BoundedH11Protocol")
+
+
+#: File descriptors a worker needs besides its client connections (database pool, logs, uploads, the rules).
+SPARE_FILES = 128
+
+
+def _open_files_for(max_connections: int) -> None:
+    """Raise the soft open-files limit to the hard one; refuse a connection limit the process could not hold."""
+    import resource
+
+    from attribution.errors import ConfigError
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    if soft != resource.RLIM_INFINITY and max_connections + SPARE_FILES > soft:
+        raise ConfigError(f"service.max_connections is {max_connections} but this process may open only {soft} "
+                          f"files ({SPARE_FILES} are kept for the database and logs): lower max_connections or "
+                          f"raise LimitNOFILE")

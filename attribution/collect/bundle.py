@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Mapping
 
+from attribution.safefile import shown_name
 from attribution.model import Coverage, ExecutionContext, Observation
 from attribution.collect.joboutput import read_job_output
 from attribution.collect.nodelogs import NodeLogSpec, read_node_log
@@ -35,7 +36,7 @@ def collect_bundle(bundle: Path, ctx: ExecutionContext,
             observations.extend(obs)
             coverage.append(cov)
         for extra in _other_logs(ndir):
-            spec = NodeLogSpec("node", node, f"nodes/{node}/{extra.name}")
+            spec = NodeLogSpec("node", node, f"nodes/{node}/{shown_name(extra.name)}")
             obs, cov = read_node_log(extra, spec, ctx, prefilter_for("node"))
             observations.extend(obs)
             coverage.append(cov)
@@ -44,7 +45,7 @@ def collect_bundle(bundle: Path, ctx: ExecutionContext,
     if not files:
         coverage.append(Coverage("job", None, "missing", reason="no job output files"))
     for path in files:
-        obs, cov = read_job_output(path, f"job/{path.name}", ctx, prefilter_for("job"))
+        obs, cov = read_job_output(path, f"job/{shown_name(path.name)}", ctx, prefilter_for("job"))
         observations.extend(obs)
         coverage.append(cov)
     return observations, coverage

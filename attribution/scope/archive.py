@@ -9,6 +9,7 @@ InputError naming the member; the partly unpacked directory is the caller's to r
 
 from __future__ import annotations
 
+import os
 import tarfile
 import zlib
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ class ArchiveLimits:
     max_bytes: int = 512 * 1024 * 1024
     max_context_bytes: int = 1024 * 1024  # context.yaml
     max_nodes: int = 100000  # the nodes its node list expands to
+    max_depth: int = 16  # folders inside one another (a bundle needs 3: nodes/<node>/telemetry)
+    max_name_bytes: int = 1024  # one member's path
 
 
 def unpack(stream: BinaryIO, dest: Path, limits: ArchiveLimits) -> Path:
@@ -33,18 +36,26 @@ def unpack(stream: BinaryIO, dest: Path, limits: ArchiveLimits) -> Path:
     has context.yaml at its top, or its single top-level folder that has it."""
     files = 0
     total = 0
+    sizes: dict[str, int] = {}
     try:
-        with tarfile.open(fileobj=stream, mode="r|gz") as tar:
+        with tarfile.open(fileobj=stream, mode="r|gz", encoding="utf-8", errors="surrogateescape") as tar:
             for member in tar:
                 files += 1
                 if files > limits.max_files:
                     raise InputError(ARCHIVE, f"more than {limits.max_files} members")
+                _check_name(member, limits)
                 if member.isreg():
-                    total += member.size
-                    if total > limits.max_bytes:
-                        raise InputError(ARCHIVE, f"more than {limits.max_bytes} bytes unpacked")
-                elif not (member.isdir() or member.issym() or member.islnk()):
+                    size = member.size
+                elif member.islnk():  # a hard link is read as often as it is named: it counts its target's size
+                    size = sizes.get(os.path.normpath(member.linkname), 0)
+                elif member.isdir() or member.issym():
+                    size = 0
+                else:
                     raise InputError(ARCHIVE, f"{member.name}: not a file, folder or link")
+                sizes[os.path.normpath(member.name)] = size
+                total += size
+                if total > limits.max_bytes:
+                    raise InputError(ARCHIVE, f"more than {limits.max_bytes} bytes unpacked")
                 _extract(tar, member, dest)
     except InputError:
         raise
@@ -53,9 +64,48 @@ def unpack(stream: BinaryIO, dest: Path, limits: ArchiveLimits) -> Path:
             from None
     if files == 0:
         raise InputError(ARCHIVE, "empty archive")
+    check_read_size(dest, limits)
     root = bundle_root(dest)
     check_context_size(root / "context.yaml", limits)
     return root
+
+
+def _check_name(member: tarfile.TarInfo, limits: ArchiveLimits) -> None:
+    """Member names are UTF-8, of sane length and depth (issue 18, L1: each of these was a 500)."""
+    name = member.name
+    try:
+        raw = name.encode("utf-8")
+        member.linkname.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        raise InputError(ARCHIVE, f"{shown[:200]}: member name is not UTF-8") from None
+    if len(raw) > limits.max_name_bytes:
+        raise InputError(ARCHIVE, f"{name[:80]}...: member name longer than {limits.max_name_bytes} bytes")
+    if len([p for p in name.split("/") if p not in ("", ".")]) > limits.max_depth:
+        raise InputError(ARCHIVE, f"{name[:80]}...: more than {limits.max_depth} folders deep")
+
+
+def check_read_size(dest: Path, limits: ArchiveLimits) -> None:
+    """What diagnosing the bundle will read, counted as the collectors read it: every name of a file (hard links
+    and symbolic links to files included) at its size; a symbolic link to a folder is refused (it would make
+    the collectors read a folder twice). Bounded by max_bytes (issue 18, M5)."""
+    import stat as st
+
+    total = 0
+    for top, dirs, names in os.walk(dest):
+        for d in dirs:
+            if os.path.islink(os.path.join(top, d)):
+                raise InputError(ARCHIVE, f"{os.path.relpath(os.path.join(top, d), dest)}: a link to a folder")
+        for n in names:
+            try:
+                s = os.stat(os.path.join(top, n))  # follows links (inside the bundle: the filter saw to it)
+            except OSError:
+                continue  # a dangling link: read as missing
+            if st.S_ISREG(s.st_mode):
+                total += s.st_size
+                if total > limits.max_bytes:
+                    raise InputError(ARCHIVE, f"more than {limits.max_bytes} bytes to read (links count at the "
+                                              f"size of what they name)")
 
 
 def bundle_root(dest: Path) -> Path:
@@ -111,8 +161,6 @@ HAS_FILTERS = hasattr(tarfile, "data_filter")
 def refusal_without_filters(member: tarfile.TarInfo, dest: Path) -> str | None:
     """The "data" filter's checks, for a Python without extraction filters: why `member` may not be written
     under `dest`, or None. Paths are resolved as they are on disk now (links already unpacked count)."""
-    import os
-
     root = os.path.realpath(dest)
 
     def inside(path: str) -> bool:

@@ -62,7 +62,22 @@ def check_storable(ctx: ExecutionContext, nodes: Iterable[str | None] = (), orig
         _check_name(n, "node", origin)
 
 
+#: Years a job may run in: a context time outside them is a mistake or an attack, and would overflow the job
+#: window's margins (year 9999) or predate every log (year 1).
+YEARS = (1970, 2199)
+
+
 def _time(value: Any, field: str, origin: str, zone) -> datetime | None:
+    try:
+        t = _any_time(value, field, origin, zone)
+    except OverflowError:
+        raise InputError(origin, f"{field}: {str(value)[:40]!r} is out of range") from None
+    if t is not None and not YEARS[0] <= t.year <= YEARS[1]:
+        raise InputError(origin, f"{field}: {t.year:04d} is not a year a job runs in ({YEARS[0]}..{YEARS[1]})")
+    return t
+
+
+def _any_time(value: Any, field: str, origin: str, zone) -> datetime | None:
     if value is None or value == "":
         return None
     if isinstance(value, datetime):

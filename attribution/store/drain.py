@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import datetime, timedelta, timezone
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from sqlalchemy import Engine, text
 
@@ -65,6 +66,42 @@ def audit(engine: Engine, cluster: str, rows: Iterable[tuple[Decision, str, str]
             [{"c": cluster, "n": d.candidate.node, "d": word, "r": d.candidate.reason, "det": detail,
               "ev": json.dumps(d.candidate.evidence, default=str), "pv": policy_version, "a": actor}
              for d, word, detail in rows])
+
+
+@contextlib.contextmanager
+def apply_lock(engine: Engine, cluster: str) -> Iterator[None]:
+    """One `drain apply` per cluster at a time (issue 18, M4): a session advisory lock held on its own connection
+    while the plan is read, decided against the caps and applied, so a second run sees the first one's audit."""
+    with engine.connect() as c:
+        key = {"k": f"attribution.drain_apply/{cluster}"}
+        # wait for the run before (a timer, a human) to end
+        c.execute(text("SET statement_timeout = '600s'; SET lock_timeout = '600s'"))
+        c.execute(text("SELECT pg_advisory_lock(hashtextextended(:k, 0))"), key)
+        c.commit()
+        try:
+            yield
+        finally:
+            c.execute(text("SELECT pg_advisory_unlock(hashtextextended(:k, 0))"), key)
+            c.commit()
+
+
+def record_drain(engine: Engine, cluster: str, d: Decision, policy_version: str | None, actor: str | None) -> int:
+    """The audit row of a drain about to be made, written before the scontrol call (so it counts against the
+    hourly cap even if this process dies during the call). Returns its id for `drain_outcome`."""
+    with engine.begin() as c:
+        return int(c.execute(text(
+            "INSERT INTO attribution.drain_actions (cluster, node, decision, reason, detail, evidence, "
+            "policy_version, actor) VALUES (:c, :n, 'applied', :r, 'policy met', CAST(:ev AS jsonb), :pv, :a) "
+            "RETURNING id"),
+            {"c": cluster, "n": d.candidate.node, "r": d.candidate.reason,
+             "ev": json.dumps(d.candidate.evidence, default=str), "pv": policy_version, "a": actor}).scalar_one())
+
+
+def drain_outcome(engine: Engine, action_id: int, word: str, detail: str) -> None:
+    """The scontrol call failed: the audit row says so (and stops counting against the hourly cap)."""
+    with engine.begin() as c:
+        c.execute(text("UPDATE attribution.drain_actions SET decision = :w, detail = :d WHERE id = :id"),
+                  {"w": word, "d": detail, "id": action_id})
 
 
 def record_resume(engine: Engine, cluster: str, node: str, actor: str | None, detail: str,

@@ -104,3 +104,81 @@ def test_l5_no_shell_arithmetic_on_untrusted_environment_in_hooks(tmp_path, var,
     r = subprocess.run([str(HOOKS / "epilog")], env=env, capture_output=True, timeout=60)
     assert r.returncode == 0
     assert not pwned.exists(), "a command in the environment ran"
+
+
+# -- M4: two `drain apply` at once -------------------------------------------------------------------------------
+
+
+def _racing_scontrol(tmp_path: Path, nodes: list[str]) -> Path:
+    """The fake scontrol of tests/test_drain.py, plus a barrier: the first `update` waits (at most 10 s) until two
+    runs have listed the nodes. Without a lock both runs list them before either drains (the race, for sure);
+    with the lock the second run lists them only after the first has ended, and the wait times out once."""
+    from tests.drain.test_policy import _fake_scontrol
+
+    fake = _fake_scontrol(tmp_path, nodes)
+    body = fake.read_text()
+    listed, waited = tmp_path / "listed.txt", tmp_path / "waited"
+    body = body.replace('if args[:3] == ["show", "node", "-o"]:\n',
+                        f'if args[:3] == ["show", "node", "-o"]:\n    open({str(listed)!r}, "a").write("x")\n')
+    body = body.replace('elif args[0] == "update":\n', f'''elif args[0] == "update":
+    import os, time
+    t_end = time.monotonic() + 10
+    while not os.path.exists({str(waited)!r}) and time.monotonic() < t_end:
+        if os.path.exists({str(listed)!r}) and len(open({str(listed)!r}).read()) >= 2:
+            break
+        time.sleep(0.05)
+    open({str(waited)!r}, "a").close()
+''')
+    fake.write_text(body)
+    return fake
+
+
+def test_m4_drain_apply_runs_are_serialized_and_keep_the_hourly_cap(ruleset, store, tmp_path):
+    from tests.drain.test_policy import _cli, _events, _ingest_node_events
+
+    xid79 = _events(ruleset, "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off "
+                             "the bus.")
+    nodes = [f"m{i:03d}" for i in range(500)]
+    _ingest_node_events(ruleset, store, "misfire", "1", nodes[:40], {n: xid79 for n in nodes[:40]},
+                        NOW - timedelta(hours=1))
+    fake = _racing_scontrol(tmp_path, nodes)
+    results: list = [None, None]
+
+    def run(i):
+        results[i] = _cli(store, tmp_path, "drain", "apply", "--cluster", "misfire", "--scontrol", str(fake))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r.returncode == 0 for r in results), [r.stderr for r in results]
+    drained = (tmp_path / "drained.txt").read_text().splitlines()
+    assert len(drained) == 10  # max_drains_per_hour, whatever the number of runs
+    with store.connect() as c:
+        assert c.execute(text("SELECT count(*) FROM attribution.drain_actions WHERE decision = 'applied'")
+                         ).scalar() == 10
+
+
+def test_m4_the_audit_row_is_written_before_the_scontrol_call(ruleset, store, tmp_path):
+    """A run killed during a scontrol call still counts that drain against the cap."""
+    from tests.drain.test_policy import _cli, _events, _fake_scontrol, _ingest_node_events
+
+    xid79 = _events(ruleset, "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off "
+                             "the bus.")
+    nodes = [f"m{i:03d}" for i in range(100)]
+    _ingest_node_events(ruleset, store, "misfire", "1", nodes[:3], {n: xid79 for n in nodes[:3]},
+                        NOW - timedelta(hours=1))
+    fake = _fake_scontrol(tmp_path, nodes)
+    url = store.url.render_as_string(hide_password=False)
+    seen = tmp_path / "audit_at_call.txt"
+    body = fake.read_text().replace('elif args[0] == "update":\n', f'''elif args[0] == "update":
+    import psycopg
+    with psycopg.connect({url.replace("postgresql+psycopg://", "postgresql://")!r}) as pc:
+        n = pc.execute("SELECT count(*) FROM attribution.drain_actions WHERE decision = 'applied'").fetchone()[0]
+    open({str(seen)!r}, "a").write(str(n) + "\\n")
+''')
+    fake.write_text(body)
+    r = _cli(store, tmp_path, "drain", "apply", "--cluster", "misfire", "--scontrol", str(fake))
+    assert r.returncode == 0, r.stderr
+    assert seen.read_text().split() == ["1", "2", "3"]  # the row of each drain exists when scontrol runs

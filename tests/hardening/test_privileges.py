@@ -109,17 +109,42 @@ def test_a_writer_can_run_a_full_ingest(ruleset, store, pg_url, tmp_path):
     assert role not in owners and len(owners) == 1  # partitions belong to the schema owner, not to the writer
 
 
-def test_the_partition_function_runs_as_its_owner_with_a_fixed_search_path(store):
+@pytest.mark.parametrize("function,writer_may", [
+    ("attribution.ensure_event_partition(timestamptz)", False),  # ingest no longer makes partitions (0006)
+    ("attribution.ensure_event_partitions(integer)", True),  # the maintenance step the timer runs
+])
+def test_the_partition_function_runs_as_its_owner_with_a_fixed_search_path(store, function, writer_may):
     with store.connect() as c:
         secdef, config, owner = c.execute(text(
             "SELECT prosecdef, proconfig, pg_get_userbyid(proowner) FROM pg_proc "
-            "WHERE oid = 'attribution.ensure_event_partition(timestamptz)'::regprocedure")).first()
+            "WHERE oid = CAST(:f AS regprocedure)"), {"f": function}).first()
         executors = set(c.execute(text(
             "SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END FROM pg_proc p, "
-            "aclexplode(p.proacl) a WHERE p.oid = 'attribution.ensure_event_partition(timestamptz)'::regprocedure "
-            "AND a.privilege_type = 'EXECUTE'")).scalars())
+            "aclexplode(p.proacl) a WHERE p.oid = CAST(:f AS regprocedure) "
+            "AND a.privilege_type = 'EXECUTE'"), {"f": function}).scalars())
     assert secdef and config == ["search_path=pg_catalog, pg_temp"]
-    assert executors == {owner, WRITER}  # not PUBLIC
+    assert executors == ({owner, WRITER} if writer_may else {owner})  # not PUBLIC
+
+
+M7_STATEMENTS = [
+    "UPDATE attribution.events SET handled_at = NULL",  # would undo `drain resume`
+    "UPDATE attribution.events SET handled_at = now()",  # would hide a node's evidence from the drain plan
+    "UPDATE attribution.events SET evidence = 'system'",  # would launder job output
+    "UPDATE attribution.verdicts SET outcome = 'none', culprit_nodes = '{}'",  # would rewrite past verdicts
+    "UPDATE attribution.verdict_symptoms SET explained_by = NULL",
+    "UPDATE attribution.job_events SET event_time = now()",
+]
+
+
+def test_m7_writer_cannot_update_handled_at_or_past_verdicts(ruleset, store, pg_url):
+    """Column-level grants (0006): the writer may update what ingest updates (job rows, coverage, rollups, a
+    link's role in its job) and nothing of stored events or past verdicts."""
+    ingest_bundle(ruleset, store, INCIDENTS / "01-xid79-fallen-off-bus")
+    with login_role(pg_url, WRITER) as role, _connect_as(pg_url, role) as c:
+        for stmt in M7_STATEMENTS:
+            with pytest.raises(errors.InsufficientPrivilege):
+                c.execute(stmt)
+        c.execute("UPDATE attribution.job_events SET role_in_job = role_in_job")  # what _save_roles does
 
 
 DDL = [

@@ -317,15 +317,28 @@ def test_collect_bundle_is_not_needed_for_reattribution(ruleset, store):
 
 
 @pytest.mark.slow
-def test_partitions_are_created_per_month(ruleset, store, tmp_path):
+def test_partitions_are_made_ahead_and_ingest_makes_none(ruleset, store, tmp_path):
+    """The migration makes this month's partition, the next 12 and a default one; ingesting history of other
+    months adds none (their rows go to the default partition), and the maintenance step is idempotent."""
+    from attribution.store import make_partitions_ahead
+
+    def parts():
+        with store.connect() as c:
+            return [r[0] for r in c.execute(text(
+                "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'events' ORDER BY 1"))]
+
+    now = datetime.now(UTC)
+    months = [(now.year + (now.month - 1 + k) // 12, (now.month - 1 + k) % 12 + 1) for k in range(13)]
+    expected = ["events_default"] + [f"events_p{y:04d}{m:02d}" for y, m in months]
+    assert parts() == expected
     jobs = history(weeks=10, end=datetime(2026, 6, 15, tzinfo=UTC), jobs_per_week=2)
     for j in jobs:
         ingest_bundle(ruleset, store, write_bundle(j, tmp_path))
+    assert parts() == expected
     with store.connect() as c:
-        parts = [r[0] for r in c.execute(text(
-            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-            "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'events' ORDER BY 1"))]
-    assert parts == ["events_p202604", "events_p202605", "events_p202606"]
+        assert c.execute(text("SELECT count(*) FROM attribution.events_default")).scalar() > 0
+    assert make_partitions_ahead(store) == 0
 
 
 def test_copy_of_sql_folder(tmp_path):
