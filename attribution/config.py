@@ -42,6 +42,11 @@ class DatabaseSettings:
     connect_timeout: float = 5.0
     statement_timeout_ms: int = 30000
     lock_timeout_ms: int = 10000
+    #: the server ends a session left idle inside a transaction this long (a client that vanished mid-ingest
+    #: must not hold a job's lock for ever; issue 18, M2)
+    idle_in_transaction_timeout_ms: int = 60000
+    #: TCP keepalive and user timeout: a dead peer or path is noticed within about this many seconds
+    tcp_timeout_seconds: int = 30
     pool_size: int = 2
 
 

@@ -179,8 +179,9 @@ def run_epilog(config_path=None, rules_dir=None, *, budget: float | None = None,
             info = None
             if scontrol_output:
                 try:
-                    with open(scontrol_output) as f:
-                        info = parse_scontrol_job(f.read())
+                    # scontrol prints what users named things (job names, comments): any bytes (issue 18, L4)
+                    with open(scontrol_output, "rb") as f:
+                        info = parse_scontrol_job(f.read(1 << 20).decode("utf-8", "replace"))
                 except OSError:
                     info = None
             report = hook.run_controller(rs, settings, env, factory, deadline, info=info)

@@ -21,6 +21,7 @@ from attribution.collect.live import LiveSources, boot_time, collect_node
 from attribution.errors import InputError, StoreError
 from attribution.extract.events import extract
 from attribution.model import Coverage, Event, ExecutionContext, Observation
+from attribution.safefile import shown_name
 from attribution.scope.bundle import scheduler_observations
 from attribution.serialize import Report, report_from_json, report_to_json
 from attribution.scope.slurm import (EpilogEnv, controller_context, expand_output_pattern, implied_state, job_window, node_context,
@@ -264,8 +265,8 @@ def _forget_stamp(state_dir: Path, job_id: str) -> None:
 
 def scontrol_show_job(job_id: str, scontrol: str = "/usr/bin/scontrol", timeout: float = 5.0) -> dict[str, str]:
     try:
-        r = subprocess.run([scontrol, "show", "job", "-o", str(job_id)], capture_output=True, text=True,
-                           timeout=timeout, check=False)
+        r = subprocess.run([scontrol, "show", "job", "-o", str(job_id)], capture_output=True, timeout=timeout,
+                           check=False, encoding="utf-8", errors="replace")  # users name jobs: any bytes
     except (OSError, subprocess.TimeoutExpired):
         return {}
     return parse_scontrol_job(r.stdout) if r.returncode == 0 else {}
@@ -278,8 +279,8 @@ def scontrol_final_state(job_id: str, scontrol: str = "/usr/bin/scontrol", timeo
     from attribution.scope.slurmjson import json_capable, parse_scontrol_job_json, version_of
 
     try:
-        r = subprocess.run([scontrol, "show", "job", "--json", str(job_id)], capture_output=True, text=True,
-                           timeout=timeout, check=False)
+        r = subprocess.run([scontrol, "show", "job", "--json", str(job_id)], capture_output=True, timeout=timeout,
+                           check=False, encoding="utf-8", errors="replace")  # users name jobs: any bytes
     except (OSError, subprocess.TimeoutExpired):
         return {}
     if r.returncode != 0 or not r.stdout.lstrip().startswith("{"):
@@ -329,7 +330,7 @@ def run_controller(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_
     cov: list[Coverage] = []
     if settings.epilog.job_output:
         for path in job_output_files(env, info):
-            o, c = read_job_output(path, str(path), ctx, ruleset.prefilter("job"))
+            o, c = read_job_output(path, shown_name(str(path)), ctx, ruleset.prefilter("job"))
             obs += o
             cov.append(c)
     banner_state = implied_state(extract(ruleset, ctx, obs)) if still_completing(info) else None

@@ -6,7 +6,11 @@ collector; the pipeline module wires it to the engine.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import socket
+import threading
 import time
 from typing import Callable, TypeVar
 
@@ -68,7 +72,8 @@ def in_transaction(engine: Engine, work: Callable[[Connection], T], attempts: in
                 raise StoreError("no time left before the deadline to try")
             break
         try:
-            with engine.begin() as conn:
+            # the commit too happens before the deadline's watchdog is called off
+            with engine.connect() as conn, _severed_at(conn, deadline), conn.begin():
                 if deadline is not None:
                     _bound_timeouts(conn, deadline)
                 return work(conn)
@@ -82,6 +87,42 @@ def in_transaction(engine: Engine, work: Callable[[Connection], T], attempts: in
             break
         time.sleep(delay)
     raise StoreError(f"gave up after {attempt + 1} attempt(s): {_describe(last)}") from last
+
+
+@contextlib.contextmanager
+def _severed_at(conn: Connection, deadline: float | None):
+    """The client's own deadline on one transaction: at `deadline` the connection's socket is shut down, so a
+    call blocked on a server that stopped answering (a proxy that keeps the TCP connection but forwards nothing:
+    no statement timeout can fire on a server that never got the statement) fails at once, and the caller
+    spools instead of being killed at its budget (issue 18, M2)."""
+    if deadline is None:
+        yield
+        return
+    try:
+        fd = conn.connection.driver_connection.pgconn.socket
+    except Exception:  # not a psycopg connection: nothing to sever
+        yield
+        return
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), _shutdown_socket, args=(fd,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _shutdown_socket(fd: int) -> None:
+    try:
+        s = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        s.close()
 
 
 def _describe(exc: BaseException | None) -> str:

@@ -47,14 +47,20 @@ def make_engine(target: Target, settings: Settings, application_name: str = "att
                 pool_size: int | None = None, deadline: float | None = None) -> Engine:
     """An engine for the store. With `deadline` (a time.monotonic() value) no connection attempt waits past it."""
     db = settings.database
-    options = f"-c statement_timeout={int(db.statement_timeout_ms)} -c lock_timeout={int(db.lock_timeout_ms)}"
+    options = (f"-c statement_timeout={int(db.statement_timeout_ms)} -c lock_timeout={int(db.lock_timeout_ms)} "
+               f"-c idle_in_transaction_session_timeout={int(db.idle_in_transaction_timeout_ms)}")
+    tcp = max(3, int(db.tcp_timeout_seconds))
     engine = create_engine(
         target.url,
         pool_size=pool_size or db.pool_size,
         max_overflow=0,
         pool_pre_ping=True,
         connect_args={"connect_timeout": max(1, int(db.connect_timeout)), "options": options,
-                      "application_name": application_name},
+                      "application_name": application_name,
+                      # a peer that stops answering is noticed by the kernel (the client's own deadline, in
+                      # store.in_transaction, covers a proxy that keeps the TCP connection alive but forwards nothing)
+                      "keepalives": 1, "keepalives_idle": max(1, tcp // 3), "keepalives_interval": max(1, tcp // 6),
+                      "keepalives_count": 3, "tcp_user_timeout": tcp * 1000},
     )
 
     if deadline is not None:

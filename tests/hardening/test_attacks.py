@@ -182,3 +182,117 @@ def test_m4_the_audit_row_is_written_before_the_scontrol_call(ruleset, store, tm
     r = _cli(store, tmp_path, "drain", "apply", "--cluster", "misfire", "--scontrol", str(fake))
     assert r.returncode == 0, r.stderr
     assert seen.read_text().split() == ["1", "2", "3"]  # the row of each drain exists when scontrol runs
+
+
+# -- L2 / L3: the CLI on hostile bundles --------------------------------------------------------------------------
+
+
+def _cli_bundle(tmp_path: Path, context: dict | None = None) -> Path:
+    b = tmp_path / "b"
+    (b / "job").mkdir(parents=True)
+    (b / "nodes" / "n1").mkdir(parents=True)
+    ctx = {"cluster": "hard", "job_id": "1", "nodes": ["n1"], "state": "FAILED",
+           "start": "2026-10-01T12:00:00Z", "end": "2026-10-01T13:00:00Z"}
+    ctx.update(context or {})
+    (b / "context.yaml").write_text(json.dumps(ctx))
+    (b / "nodes" / "n1" / "kernel.log").write_text("")
+    (b / "job" / "out.txt").write_text("Traceback (most recent call last):\nKeyError: 'x'\n")
+    return b
+
+
+def _diagnose(*args, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "attribution.cli", "diagnose", *map(str, args)],
+                          capture_output=True, timeout=timeout)
+
+
+def _one_line_exit_2(r: subprocess.CompletedProcess, *words: str) -> None:
+    err = r.stderr.decode("utf-8", "replace")
+    assert r.returncode == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    for w in words:
+        assert w in err, err
+
+
+@pytest.mark.parametrize("field,value", [("start", "0001-01-01T00:00:00Z"), ("end", "9999-12-31T23:59:59Z"),
+                                         ("start", "0001-01-01T00:00:00"), ("boot_time", {"n1": "9999-12-31"})])
+def test_l2_years_0001_and_9999_in_context_exit_2_with_one_line(tmp_path, field, value):
+    ctx = {field: value}
+    if field == "start":
+        ctx["timezone"] = "+09:00"  # 0001-01-01 local is before datetime's first UTC instant
+    _one_line_exit_2(_diagnose(_cli_bundle(tmp_path, ctx)), "context.yaml")
+
+
+def test_l2_non_utf8_file_name_in_a_bundle_gives_a_verdict_not_a_traceback(tmp_path):
+    b = _cli_bundle(tmp_path)
+    os.rename(b / "job" / "out.txt", os.path.join(os.fsencode(b / "job"), b"slurm-\xff\xfe.out"))
+    for args in ([b], [b, "--json"]):
+        r = _diagnose(*args)
+        assert r.returncode == 0, r.stderr.decode("utf-8", "replace")
+        out = r.stdout.decode("utf-8")  # valid UTF-8: the name is shown with U+FFFD
+        if "--json" in args:
+            out = json.dumps(json.loads(out), ensure_ascii=False)
+        assert "slurm-\ufffd\ufffd.out" in out
+
+
+def _special(kind: str, path: Path) -> None:
+    path.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        os.symlink(kind, path)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "/dev/urandom"])
+def test_l3_context_yaml_that_is_a_special_file_exits_2_without_hanging(tmp_path, kind):
+    b = _cli_bundle(tmp_path)
+    (b / "context.yaml").unlink()
+    _special(kind, b / "context.yaml")
+    _one_line_exit_2(_diagnose(b), "context.yaml", "not a regular file")
+
+
+@pytest.mark.parametrize("name", ["kernel.log", "fabricmanager.log", "syslog.log"])
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "/dev/urandom"])
+def test_l3_node_log_that_is_a_special_file_is_a_coverage_gap(tmp_path, name, kind):
+    b = _cli_bundle(tmp_path)
+    _special(kind, b / "nodes" / "n1" / name)
+    r = _diagnose(b, "--json")
+    assert r.returncode == 0, r.stderr.decode("utf-8", "replace")
+    cov = {c.get("file"): c for c in json.loads(r.stdout)["coverage"]}
+    if name == "syslog.log":  # other node logs are read only when they are regular files
+        assert f"nodes/n1/{name}" not in cov
+        return
+    gap = cov[f"nodes/n1/{name}"]
+    assert gap["status"] == "error" and "not a regular file" in gap["reason"]
+
+
+# -- L4: the controller hook on StdOut=/dev/zero and non-UTF-8 scontrol output ------------------------------------
+
+
+@pytest.mark.parametrize("entry", ["attribution", "attribution-node"])
+def test_l4_stdout_dev_zero_and_non_utf8_scontrol_output_keep_the_report(tmp_path, pg_url, entry):
+    """Through the command line's `attribution epilog` and the thin node agent alike."""
+    from sqlalchemy import create_engine
+
+    info = tmp_path / "scontrol.txt"
+    info.write_bytes(b"JobId=9130 JobName=tr\xffin UserId=mallory(1000) JobState=FAILED Reason=NonZeroExitCode "
+                     b"ExitCode=1:0 NodeList=n1 StartTime=2026-10-01T12:00:00 EndTime=2026-10-01T13:00:00 "
+                     b"StdOut=/dev/zero StdErr=/dev/urandom Comment=\xfe\xfd\n")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"database:\n  url: {pg_url}\n  connect_timeout: 2\n")
+    env = {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "9130", "SLURM_JOB_EXIT_CODE": "256",
+           "SLURM_SCRIPT_CONTEXT": "epilog_slurmctld", "SLURM_CLUSTER_NAME": "hard", "SLURM_JOB_NODELIST": "n1",
+           "SLURM_JOB_USER": "mallory", "ATTRIBUTION_CONFIG": str(config), "ATTRIBUTION_HOME": str(tmp_path / "h")}
+    bin_ = Path(sys.executable).parent / entry
+    r = subprocess.run([str(bin_), "epilog", "--budget", "20", "--scontrol-output", str(info)], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "error" not in r.stderr, r.stdout + r.stderr
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect() as c:
+            gaps = dict(c.execute(text(
+                "SELECT co.file_key, co.reason FROM attribution.coverage co JOIN attribution.jobs j "
+                "ON j.id = co.job_ref WHERE j.job_id = '9130' AND co.source = 'job'")).all())
+    finally:
+        engine.dispose()
+    assert set(gaps) == {"/dev/zero", "/dev/urandom"}
+    assert all("not a regular file" in reason for reason in gaps.values())

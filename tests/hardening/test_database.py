@@ -240,3 +240,36 @@ def test_a_database_that_refuses_for_good_makes_ingest_give_up_with_bounded_back
     engine.dispose()
     print(f"\nrefused for good: ingest gave up after {took:.2f} s (5 attempts, backoff 0.1 s doubling, jitter)")
     assert 0.5 < took < 10
+
+
+def test_m2_a_database_that_stops_answering_mid_transaction_spools_within_the_budget(tmp_path, pg_url, proxy):
+    """A proxy that keeps the connection but stops forwarding once the ingest has taken the job's lock: no server
+    timeout can fire (the server never gets the statement). The hook's own deadline severs the connection and
+    spools within the budget; the server ends the session it left idle in transaction (and its lock)."""
+    engine = create_engine(pg_url)
+    proxy.set("forward")
+    proxy.stall_marker = b"_in_events"  # the ingest's first statement after it locked the job
+    node = Node(tmp_path / "n1", url_via(pg_url, proxy.port), "9120",
+                extra_config="  idle_in_transaction_timeout_ms: 1000\n")
+    took, r = node.epilog()
+    print(f"\nstalled mid-transaction: `attribution epilog` took {took:.2f} s of its {BUDGET} s budget: "
+          f"{r.stdout.strip()}")
+    assert r.returncode == 0 and "spooled to" in r.stdout, r.stdout + r.stderr
+    assert len(node.spooled()) == 1
+    _within_budget(took, "stalled")
+    lock = "attribution.job/hard/9120"
+    t_end = time.monotonic() + 60
+    while True:  # the server's idle_in_transaction_session_timeout releases the job's lock
+        with engine.connect() as c:
+            held = c.execute(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+                                  "((classid::bigint << 32) | objid::bigint) = (hashtextextended(:k, 0) & "
+                                  "x'ffffffffffffffff'::bigint)"), {"k": lock}).scalar()
+        if held == 0 or time.monotonic() > t_end:
+            break
+        time.sleep(0.2)
+    assert held == 0, "the stalled session still holds the job's lock"
+    proxy.stall_marker = None
+    node.set_url(pg_url)
+    r = node.flush()
+    assert r.returncode == 0 and "replayed 1," in r.stdout, r.stdout + r.stderr
+    engine.dispose()

@@ -36,6 +36,7 @@ class Proxy:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.mode = "refuse"
+        self.stall_marker: bytes | None = None  # in "forward": a client message holding it is never forwarded
         self._listener: socket.socket | None = None
         self._held: list[socket.socket] = []
         self._stop = threading.Event()
@@ -66,13 +67,16 @@ class Proxy:
             except OSError:
                 conn.close()
                 continue
-            for a, b in ((conn, up), (up, conn)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(conn, up, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(up, conn, False), daemon=True).start()
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
         try:
             while data := src.recv(65536):
+                if from_client and self.stall_marker and self.stall_marker in data:
+                    self._held += [src, dst]  # stops forwarding mid-transaction; the TCP connections stay up
+                    self._stop.wait()
+                    return
                 dst.sendall(data)
         except OSError:
             pass
