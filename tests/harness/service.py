@@ -60,6 +60,12 @@ class RunningService:
                 self.process.wait(10)
 
 
+def _limit_open_files(n: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+
 def write_tokens(path: Path) -> dict[str, str]:
     """A tokens file (mode 0600) with one token per scope and one with both; returns them."""
     tokens = {who: secrets.token_hex(24) for who in ("report", "read", "both")}
@@ -73,13 +79,18 @@ def write_tokens(path: Path) -> dict[str, str]:
 
 def start_service(db_url: str, tmp_dir: Path, service: dict[str, Any] | None = None, workers: int = 1,
                   timeout: float = 60, database: dict[str, Any] | None = None,
-                  serve_args: tuple[str, ...] = ()) -> RunningService:
-    """Start `attribution serve` on 127.0.0.1:<free port> against `db_url` (already migrated)."""
+                  serve_args: tuple[str, ...] = (), extra_tokens: str = "",
+                  open_files: int | None = None) -> RunningService:
+    """Start `attribution serve` on 127.0.0.1:<free port> against `db_url` (already migrated). `extra_tokens`:
+    lines added to the tokens file; `open_files`: the server's RLIMIT_NOFILE (soft and hard)."""
     import httpx
 
     tmp_dir.mkdir(parents=True, exist_ok=True)
     tokens_file = tmp_dir / "tokens"
     tokens = write_tokens(tokens_file)
+    if extra_tokens:
+        with open(tokens_file, "a") as f:
+            f.write(extra_tokens)
     port = free_port()
     config = tmp_dir / "config.yaml"
     settings = {
@@ -94,7 +105,8 @@ def start_service(db_url: str, tmp_dir: Path, service: dict[str, Any] | None = N
     with open(log, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "attribution.cli", "--config", str(config), "serve",
                                  "--no-access-log", *serve_args], stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=(lambda: _limit_open_files(open_files)) if open_files else None)
     svc = RunningService(f"http://127.0.0.1:{port}", tokens, config, log, proc)
     t_end = time.monotonic() + timeout
     while time.monotonic() < t_end:

@@ -1,0 +1,213 @@
+"""The service's findings of issue 18, one regression test each, named after it: L1 (500s from /v1/diagnose),
+M5 (links and per-request budgets), M6 (connection limit, header timeout), L8 (tokens file owner), L9 (report
+tokens bound to a cluster). One service with small limits and a low open-files limit serves them all."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import secrets
+import socket
+import tarfile
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import httpx
+import pytest
+
+from attribution.errors import ConfigError
+
+from tests.harness.service import start_service
+
+UTC = timezone.utc
+BOUND = secrets.token_hex(24)
+OPEN_FILES = 256
+LIMITS = {"max_upload_bytes": 2 * 1024 * 1024, "max_bundle_bytes": 4 * 1024 * 1024, "max_bundle_files": 3000,
+          "diagnose_cpu_seconds": 3, "diagnose_wall_seconds": 120, "max_connections": 16,
+          "header_timeout_seconds": 2, "request_timeout_seconds": 60}
+
+
+@pytest.fixture(scope="module")
+def service(pg_server, pg_template, tmp_path_factory):
+    name = f"svc_{uuid.uuid4().hex[:12]}"
+    url = pg_server.create_database(name, template=pg_template)
+    svc = start_service(url, tmp_path_factory.mktemp("hard-service"), service=LIMITS,
+                        extra_tokens=f"report {BOUND} prod-a-nodes cluster=prod-a\n", open_files=OPEN_FILES)
+    try:
+        yield svc
+    finally:
+        svc.stop()
+        pg_server.drop_database(name)
+
+
+@pytest.fixture
+def http(service):
+    with httpx.Client(base_url=service.url, timeout=120) as c:
+        yield c
+
+
+def _tar(members: list[tuple[str | bytes, bytes | tuple[str, str]]]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT, encoding="utf-8",
+                      errors="surrogateescape") as tar:
+        for name, content in members:
+            info = tarfile.TarInfo(os.fsdecode(name) if isinstance(name, bytes) else name)
+            if isinstance(content, tuple):
+                info.type = {"dir": tarfile.DIRTYPE, "hardlink": tarfile.LNKTYPE,
+                             "symlink": tarfile.SYMTYPE}[content[0]]
+                info.linkname = content[1]
+                tar.addfile(info)
+            else:
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+    return buf.getvalue()
+
+
+def _context(**over) -> bytes:
+    ctx = {"cluster": "prod-a", "job_id": "1", "nodes": ["n1"], "state": "FAILED",
+           "start": "2026-10-01T12:00:00Z", "end": "2026-10-01T13:00:00Z"}
+    ctx.update(over)
+    return json.dumps(ctx).encode()
+
+
+def _diagnose(http, service, body: bytes) -> httpx.Response:
+    return http.post("/v1/diagnose", content=body, headers={**service.auth("read"), "Content-Type": "application/gzip"})
+
+
+# -- L1 ---------------------------------------------------------------------------------------------------------------
+
+L1_ARCHIVES = {
+    "non-UTF-8 member name": [("context.yaml", _context()), (b"job/slurm-\xff\xfe.out", b"KeyError: 'x'\n")],
+    "2,000 nested folders": [("context.yaml", _context()), ("/".join(["d"] * 2000) + "/f", b"x")],
+    "end 9999-12-31T23:59:59Z": [("context.yaml", _context(end="9999-12-31T23:59:59Z"))],
+    "start 0001-01-01": [("context.yaml", _context(start="0001-01-01T00:00:00Z"))],
+}
+
+
+@pytest.mark.parametrize("name", list(L1_ARCHIVES))
+def test_l1_diagnose_answers_4xx_not_500(http, service, name):
+    r = _diagnose(http, service, _tar(L1_ARCHIVES[name]))
+    assert 400 <= r.status_code < 500, (r.status_code, r.text)
+    assert r.json()["message"]
+
+
+def test_l1_a_context_ending_in_9999_is_a_4xx(http, service):
+    r = http.post("/v1/jobs/prod-a/5/context", headers=service.auth("report"),
+                  json={"nodes": ["n1"], "state": "FAILED", "start": "2026-10-01T12:00:00Z",
+                        "end": "9999-12-31T23:59:59Z"})
+    assert 400 <= r.status_code < 500, (r.status_code, r.text)
+
+
+# -- M5 ---------------------------------------------------------------------------------------------------------------
+
+
+def test_m5_hardlinks_count_at_the_size_of_their_target(http, service):
+    big = b"x" * (1024 * 1024)
+    members = [("context.yaml", _context()), ("job/0.out", big)]
+    members += [(f"job/{i}.out", ("hardlink", "job/0.out")) for i in range(1, 100)]
+    r = _diagnose(http, service, _tar(members))
+    assert r.status_code == 422 and "bytes" in r.json()["message"], r.text
+
+
+def test_m5_symlinks_to_folders_and_files_are_bounded_too(http, service):
+    big = b"x" * (1024 * 1024)
+    members = [("context.yaml", _context()), ("job/0.out", big)]
+    members += [(f"job/{i}.out", ("symlink", "0.out")) for i in range(1, 100)]
+    r = _diagnose(http, service, _tar(members))
+    assert r.status_code == 422 and "bytes" in r.json()["message"], r.text
+    members = [("context.yaml", _context()), ("nodes/n1/kernel.log", b""), ("nodes/n2", ("symlink", "n1"))]
+    r = _diagnose(http, service, _tar(members))
+    assert r.status_code == 422 and "link to a folder" in r.json()["message"], r.text
+
+
+def test_m5_a_bundle_that_needs_more_cpu_than_the_budget_is_refused(http, service):
+    line = b"[Tue Oct  1 12:30:00 2026] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=python3, Graphics Exception\n"
+    kernel = line * ((LIMITS["max_bundle_bytes"] - 4096) // len(line))
+    r = _diagnose(http, service, _tar([("context.yaml", _context()), ("nodes/n1/kernel.log", kernel)]))
+    assert r.status_code == 422 and "CPU" in r.json()["message"], r.text
+
+
+def test_m5_a_small_bundle_is_diagnosed_within_the_budget(http, service):
+    r = _diagnose(http, service, _tar([("context.yaml", _context()), ("job/out", b"KeyError: 'x'\n")]))
+    assert r.status_code == 200, r.text
+    assert r.json()["job"]["cluster"] == "prod-a"
+
+
+# -- M6 ---------------------------------------------------------------------------------------------------------------
+
+
+def test_m6_healthz_stays_up_under_many_idle_partial_header_connections(service):
+    """More idle connections than the server may open files: past max_connections the oldest one still waiting
+    for its headers is closed, so /healthz gets in (without the limit the server ran out of descriptors)."""
+    held = []
+    try:
+        for _ in range(OPEN_FILES + 50):
+            s = socket.create_connection(("127.0.0.1", int(service.url.rsplit(":", 1)[1])), timeout=10)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # never finished
+            held.append(s)
+        r = httpx.get(service.url + "/healthz", timeout=30)
+        assert r.status_code == 200
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_m6_headers_must_arrive_within_the_header_timeout(service):
+    s = socket.create_connection(("127.0.0.1", int(service.url.rsplit(":", 1)[1])), timeout=60)
+    try:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        assert s.recv(1) == b""  # closed by the server (after 2 s) without an answer
+    finally:
+        s.close()
+
+
+# -- L8 / L9 ----------------------------------------------------------------------------------------------------------
+
+
+def test_l8_a_tokens_file_owned_by_another_user_is_refused(tmp_path):
+    from attribution.api.auth import load_tokens
+
+    p = tmp_path / "tokens"
+    p.write_text(f"report {secrets.token_hex(24)} hooks\n")
+    p.chmod(0o600)
+    assert load_tokens(p)
+    if os.geteuid() != 0:
+        pytest.skip("changing a file's owner needs root")
+    os.chown(p, os.geteuid() + 4242, -1)
+    with pytest.raises(ConfigError, match="belongs to uid"):
+        load_tokens(p)
+
+
+def _batch(cluster: str, job: str) -> dict:
+    now = datetime.now(UTC).replace(microsecond=0)
+    return {"type": "ingest", "source": "node",
+            "context": {"cluster": cluster, "job_id": job, "nodes": ["n1"], "state": "UNKNOWN",
+                        "start": (now - timedelta(hours=1)).isoformat(), "end": now.isoformat()},
+            "events": [], "coverage": [{"source": "kernel", "node": "n1", "status": "ok", "lines": 1}]}
+
+
+def test_l9_a_report_token_bound_to_a_cluster_reports_that_cluster_only(http, service):
+    bound = {"Authorization": f"Bearer {BOUND}"}
+    assert http.post("/v1/observations", json=_batch("prod-a", "11"), headers=bound).status_code == 200
+    r = http.post("/v1/observations", json=_batch("prod-b", "12"), headers=bound)
+    assert r.status_code == 403 and "prod-a" in r.json()["message"]
+    r = http.post("/v1/jobs/prod-b/13/context", headers=bound,
+                  json={"nodes": ["n1"], "state": "FAILED", "start": "2026-10-01T12:00:00Z",
+                        "end": "2026-10-01T13:00:00Z"})
+    assert r.status_code == 403
+    # an unbound report token still reports any cluster
+    assert http.post("/v1/observations", json=_batch("prod-b", "14"), headers=service.auth("report")
+                     ).status_code == 200
+
+
+def test_l9_the_tokens_file_syntax_for_a_bound_token():
+    from attribution.api.auth import parse_tokens
+
+    t = secrets.token_hex(24)
+    table = parse_tokens(f"report {t} nodes cluster=prod-a\nread {secrets.token_hex(24)}\n", "tokens")
+    assert table.lookup(t).cluster == "prod-a" and table.lookup(t).may_report("prod-a")
+    assert not table.lookup(t).may_report("prod-b")
+    with pytest.raises(ConfigError, match="cluster=NAME"):
+        parse_tokens(f"report {t} nodes cluster=\n", "tokens")
