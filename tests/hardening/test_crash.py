@@ -48,35 +48,51 @@ def _ingest(url: str, bundles: list[str], home: Path) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _open_transactions(engine, dbname: str) -> int:
-    with engine.connect() as c:
-        return c.execute(text("SELECT count(*) FROM pg_stat_activity WHERE datname = :d AND "
-                              "application_name = 'attribution' AND xact_start IS NOT NULL"), {"d": dbname}).scalar()
-
-
 class ForkedIngest:
     """`attribution ingest BUNDLE...` (the CLI command, click and all) in a child forked from this warm process, so
     that a trial costs the ingest and not the interpreter start; the rule pack is the one loaded once here. The child
-    leaves with os._exit: nothing of the parent's (pooled connections) is closed or flushed by it."""
+    leaves with os._exit: nothing of the parent's (pooled connections) is closed or flushed by it.
 
-    def __init__(self, url: str, bundles: list[str], home: Path, ruleset) -> None:
+    `kill_at=(n, when)`: the child SIGKILLs itself at its n-th SQL statement, `before` it is sent or `after` its
+    answer came (an event of the ingest, not a moment: the same trial kills at the same point on a busy machine);
+    `count_to`: a file the child writes its number of SQL statements to."""
+
+    def __init__(self, url: str, bundles: list[str], home: Path, ruleset, kill_at: tuple[int, str] | None = None,
+                 count_to: Path | None = None) -> None:
         self.pid = os.fork()
         if self.pid == 0:  # pragma: no cover - the child
             code = 70
+            seen = [0]
             try:
                 os.environ.update(ATTRIBUTION_DATABASE_URL=url, ATTRIBUTION_HOME=str(home))
                 os.environ.pop("ATTRIBUTION_CONFIG", None)
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, 1)
+                from sqlalchemy import event
+                from sqlalchemy.engine import Engine
+
                 import attribution.cli.db as clidb
                 from attribution.cli import main
 
+                def before(*_a):
+                    seen[0] += 1
+                    if kill_at == (seen[0], "before"):
+                        os.kill(os.getpid(), signal.SIGKILL)
+
+                def after(*_a):
+                    if kill_at == (seen[0], "after"):
+                        os.kill(os.getpid(), signal.SIGKILL)
+
+                event.listen(Engine, "before_cursor_execute", before)
+                event.listen(Engine, "after_cursor_execute", after)
                 clidb.ruleset_of = lambda ctx: ruleset
                 try:
                     main.main(args=["ingest", *bundles], prog_name="attribution", standalone_mode=True)
                     code = 0
                 except SystemExit as exc:
                     code = exc.code if isinstance(exc.code, int) else 1
+                if count_to is not None:
+                    count_to.write_text(str(seen[0]))
             finally:
                 os._exit(code)
         self.status: int | None = None
@@ -103,8 +119,10 @@ def test_ingest_killed_at_random_points_leaves_a_consistent_store(workload, rule
     home = tmp_path / "home"
     clean = create_engine(pg_url)
     t0 = time.monotonic()
-    assert ForkedIngest(pg_url, workload, home, ruleset).wait(timeout=300) == 0
+    counted = tmp_path / "statements"
+    assert ForkedIngest(pg_url, workload, home, ruleset, count_to=counted).wait(timeout=300) == 0
     duration = time.monotonic() - t0
+    statements = int(counted.read_text())  # of a clean run; a shuffled order sends about as many
     reference = snapshot(clean)
     clean.dispose()
     assert len(reference["jobs"]) == len(workload) and sum(reference["verdicts"].values()) == len(workload)
@@ -134,16 +152,17 @@ def test_ingest_killed_at_random_points_leaves_a_consistent_store(workload, rule
                 for k in range(KILLS_PER_ROUND):
                     order = workload[:]
                     rng.shuffle(order)
-                    # one kill per stratum of the clean run's duration, so every phase gets hit
-                    delay = (k + rng.random()) * duration / KILLS_PER_ROUND
+                    # one kill per stratum of the clean run's statements, so every phase gets hit; before a
+                    # statement is sent or after its answer, inside the transaction either way
+                    at = (1 + int((k + rng.random()) * (statements - 1) / KILLS_PER_ROUND), rng.choice(
+                        ("before", "after")))
                     admin.dispose()
                     engine.dispose()
-                    child = ForkedIngest(url, order, home, ruleset)
-                    if child.wait(timeout=delay) is None:
-                        open_tx = _open_transactions(admin, name)
-                        child.kill()
+                    child = ForkedIngest(url, order, home, ruleset, kill_at=at)
+                    status = child.wait(timeout=300)
+                    if status == -signal.SIGKILL:
                         stats["killed"] += 1
-                        stats["killed inside an open transaction"] += bool(open_tx)
+                        stats[f"killed {at[1]} a statement"] += 1
                     stats["trials"] += 1
                     stored = check_consistent(engine, reference)
                     stats["jobs stored after the kill (sum over trials)"] += stored["jobs"]
@@ -158,9 +177,12 @@ def test_ingest_killed_at_random_points_leaves_a_consistent_store(workload, rule
                 pg_server.drop_database(name)
     finally:
         admin.dispose()
-    print(f"\ncrash consistency: clean ingest of {len(workload)} bundles {duration:.2f} s; {dict(stats)}")
+    print(f"\ncrash consistency: clean ingest of {len(workload)} bundles {duration:.2f} s, {statements} SQL "
+          f"statements; {dict(stats)}")
     assert stats["trials"] == ROUNDS * KILLS_PER_ROUND >= 50
-    assert stats["killed"] >= 25 and stats["killed inside an open transaction"] >= 5
+    # every kill point lies within the run (a shuffled order sends as many statements, give or take a few)
+    assert stats["killed"] >= ROUNDS * (KILLS_PER_ROUND - 1)
+    assert stats["killed before a statement"] >= 5 and stats["killed after a statement"] >= 5
 
 
 # -- the spool ---------------------------------------------------------------------------------------------------
