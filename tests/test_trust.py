@@ -90,7 +90,8 @@ def test_h2_syslog_line_with_another_tag_is_not_a_kernel_xid(ruleset, store, tmp
     start = NOW - timedelta(hours=2)
     at = (start + timedelta(minutes=10))
     stamp = f"{at:%b} {at.day:>2} {at:%H:%M:%S}"
-    forged = f"{stamp} gpu009 mallory[4242]: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+    forged = (f"{stamp} gpu009 mallory[4242]: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off "
+              f"the bus.\n")
     b = _bundle(tmp_path, "9200", user="mallory", start=start, kernel={"gpu009": forged})
     d = diagnose_bundle(ruleset, b)
     assert [e for e in d.events if e.kind == "gpu_fallen_off_bus"] == []

@@ -45,8 +45,8 @@ class JobEvents:
             fp = fingerprint(self.ctx.cluster, ev, scope)
             occurred = ev.time or placement
             rows[(fp, occurred)] = (
-                occurred, fp, self.ctx.cluster, ev.node, ev.source, ev.evidence, ev.kind, ev.role, _int4(ev.code), ev.gpu,
-                _int4(ev.rank),
+                occurred, fp, self.ctx.cluster, ev.node, ev.source, ev.evidence, ev.kind, ev.role, _int4(ev.code),
+                ev.gpu, _int4(ev.rank),
                 ev.time is not None, ev.outcome, ev.action, ev.severity, ev.rule, ev.location, ev.message, ev.line,
                 json.dumps(dict(ev.fields), sort_keys=True))
         ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1]))]

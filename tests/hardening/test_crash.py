@@ -180,8 +180,10 @@ def test_ingest_killed_at_random_points_leaves_a_consistent_store(workload, rule
     print(f"\ncrash consistency: clean ingest of {len(workload)} bundles {duration:.2f} s, {statements} SQL "
           f"statements; {dict(stats)}")
     assert stats["trials"] == ROUNDS * KILLS_PER_ROUND >= 50
-    # every kill point lies within the run (a shuffled order sends as many statements, give or take a few)
-    assert stats["killed"] >= ROUNDS * (KILLS_PER_ROUND - 1)
+    # kill points are statements of a clean run on an empty store; a later trial sends fewer (what earlier trials
+    # stored is not stored again), so its late points may lie past its end: it then completes. Which trials are
+    # killed depends on the seed only, never on the machine's load.
+    assert stats["killed"] >= 25
     assert stats["killed before a statement"] >= 5 and stats["killed after a statement"] >= 5
 
 
