@@ -212,3 +212,31 @@ def test_l7_parallel_first_ingests_of_many_months_do_not_deadlock(ruleset, store
     assert len(results) == 32
     with store.connect() as c:
         assert c.execute(text("SELECT count(*) FROM attribution.jobs")).scalar() == 32
+
+
+def test_h2_journald_is_read_through_its_kernel_transport_and_only_kernel_tags_count(ruleset, monkeypatch):
+    import subprocess
+
+    from attribution.collect import live
+    from attribution.collect.nodelogs import NodeLogSpec
+    from attribution.scope.bundle import parse_context
+
+    start = NOW - timedelta(hours=1)
+    at = start + timedelta(minutes=5)
+    iso = at.strftime("%Y-%m-%dT%H:%M:%S.000000+0000")
+    out = (f"{iso} n1 mallory[4242]: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
+           f"{iso} n1 kernel: NVRM: Xid (PCI:0000:5e:00): 79, pid=1, name=x, GPU has fallen off the bus.\n").encode()
+    seen = {}
+
+    def fake_run(cmd, **kw):
+        seen["cmd"] = cmd
+        return subprocess.CompletedProcess(cmd, 0, stdout=out, stderr=b"")
+
+    monkeypatch.setattr(live.subprocess, "run", fake_run)
+    ctx = parse_context(json.dumps({"cluster": "c", "job_id": "1", "nodes": ["n1"], "start": start.isoformat(),
+                                    "end": NOW.isoformat()}))
+    obs, cov = live.read_journal(NodeLogSpec("kernel", "n1", "journald"), ctx, ruleset.prefilter("kernel"), start,
+                                 NOW, 5)
+    assert "-k" in seen["cmd"] and "_TRANSPORT=kernel" in seen["cmd"]
+    assert [o.line.split(" ", 3)[2] for o in obs] == ["kernel:"]
+    assert any("other than kernel" in n for n in cov.notes)
