@@ -28,7 +28,7 @@ def test_diagnose_json_follows_the_verdict_contract():
     assert set(rc) >= {"kind", "code", "node", "gpu", "time", "source", "rule", "location", "line"}
     assert rc["location"].startswith("nodes/hx-gpu019/kernel.log:")
     assert rc["time"] == "2026-03-10T09:14:37Z"
-    assert v["culprits"] == [{"node": "hx-gpu019", "gpu": "0000:9d:00"}]
+    assert v["culprits"] == [{"node": "hx-gpu019", "gpu": "0000:9d:00", "evidence": "system"}]
     assert all({"kind", "node", "time", "location", "explained_by"} <= set(s) for s in v["symptoms"])
     assert {"source", "node", "status", "lines"} <= set(v["coverage"][0])
 
