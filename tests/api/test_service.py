@@ -454,7 +454,7 @@ def test_a_node_fail_context_alone_names_the_failed_node(http, service):
     r = http.post("/v1/jobs/nfc/55/context?source=controller", json=ctx, headers=service.auth("report"))
     assert r.status_code == 200, r.text
     v = verdict_of(http, service, "nfc", "55")
-    assert (v["outcome"], v["culprits"]) == ("host", [{"node": "nf2", "gpu": None}])
+    assert (v["outcome"], v["culprits"]) == ("host", [{"node": "nf2", "gpu": None, "evidence": "system"}])
 
 
 def test_node_events_come_back_in_their_time_range(http, service, ruleset):

@@ -125,7 +125,8 @@ def test_diagnose_a_slurm_job_from_sacct_its_output_and_the_configured_files(liv
     doc = json.loads(r.output)
     assert doc["job"]["cluster"] == "attrtest" and doc["job"]["nodes"] == ["node1", "node2"]
     assert (doc["job"]["state"], doc["job"]["exit_code"]) == ("FAILED", "3:0")
-    assert doc["outcome"] == "gpu_hardware" and doc["culprits"] == [{"node": "node2", "gpu": "0000:3b:00"}]
+    assert doc["outcome"] == "gpu_hardware"
+    assert doc["culprits"] == [{"node": "node2", "gpu": "0000:3b:00", "evidence": "system"}]
     assert doc["symptom_groups"] and {g["kind"] for g in doc["symptom_groups"]} == {"nccl_watchdog_timeout"}
     out = [c for c in doc["coverage"] if c["source"] == "job"]
     assert out[0]["status"] == "ok" and out[0]["file"].endswith(f"slurm-{live.jobs['gpu']}.out")

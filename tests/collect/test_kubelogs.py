@@ -101,7 +101,7 @@ def test_diagnose_a_kueue_workload_from_the_command_line(kubectl):
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
     assert doc["job"]["job_id"] == REF and doc["outcome"] == "gpu_hardware"
-    assert doc["culprits"] == [{"node": "hx-gpu019", "gpu": "0000:9d:00"}]
+    assert doc["culprits"] == [{"node": "hx-gpu019", "gpu": "0000:9d:00", "evidence": "system"}]
     calls = _calls(kubectl)
     assert calls[0] == ["get", "workloads.kueue.x-k8s.io", "-n", "ml-train", "pytorchjob-gpt13b-7f3c2", "-o", "json"]
     assert calls[1] == ["get", "pods", "-n", "ml-train", "-l", "training.kubeflow.org/job-name=gpt13b", "-o", "json"]
