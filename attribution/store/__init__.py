@@ -28,6 +28,8 @@ RETRYABLE_SQLSTATES = frozenset({"40001", "40P01", "55P03", "57P01", "57P02", "5
 #: SQLSTATE classes meaning "this data can never be stored": data exception, integrity violation, program limit
 #: (e.g. an index row too large). Retrying is useless; a spooled payload with such data is set aside.
 PERMANENT_CLASSES = frozenset({"22", "23", "54"})
+#: How long after a transaction's deadline its connection is severed if the server has not answered (M2).
+SEVER_GRACE_SECONDS = 1.0
 #: Never start an attempt with less than this left before the deadline (a connect alone may take 2 s).
 MIN_ATTEMPT_SECONDS = 0.5
 
@@ -103,7 +105,10 @@ def _severed_at(conn: Connection, deadline: float | None):
     except Exception:  # not a psycopg connection: nothing to sever
         yield
         return
-    timer = threading.Timer(max(0.0, deadline - time.monotonic()), _shutdown_socket, args=(fd,))
+    # a little after the deadline: the server's own statement and lock timeouts (bound to the deadline) answer
+    # first when the server is there to answer; the callers keep more than this for spooling
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()) + SEVER_GRACE_SECONDS, _shutdown_socket,
+                            args=(fd,))
     timer.daemon = True
     timer.start()
     try:
