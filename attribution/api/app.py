@@ -15,13 +15,14 @@ from fastapi import FastAPI
 
 from attribution import __version__
 from attribution.api import errors
+from attribution.api.bodies import add_body_schemas
 from attribution.api.browse_routes import add_browse_routes
 from attribution.api.diagnose_routes import add_diagnose_routes
 from attribution.api.guard import Guard, Limits
 from attribution.api.health_routes import add_health_routes
 from attribution.api.metrics import CONTENT_TYPE, RequestMetrics
 from attribution.api.read_routes import add_read_routes
-from attribution.api.report_routes import add_report_routes
+from attribution.api.report_routes import BODY_MODELS, add_report_routes
 from attribution.api.service import Service, build_service
 from attribution.web.routes import add_web_routes
 
@@ -50,6 +51,7 @@ def create_app(service: Service) -> FastAPI:
     add_browse_routes(app, service)
     add_web_routes(app, service)
     add_diagnose_routes(app, service)
+    add_body_schemas(app, BODY_MODELS)
     if service.metrics is not None:
         add_metrics_route(app, service)
     s = service.settings

@@ -45,10 +45,10 @@ def describe_validation(errors) -> list[str]:
     for e in errors:
         loc = tuple(e.get("loc", ()))
         kind = e.get("type", "")
-        if kind == "json_invalid":
-            pos = loc[1] if len(loc) > 1 else "?"
+        if kind == "json_invalid":  # FastAPI's decoder gives the character, pydantic's the line and column
             reason = (e.get("ctx") or {}).get("error", "JSON decode error")
-            out.append(f"body: not valid JSON ({reason} at character {pos})")
+            where = f" at character {loc[1]}" if len(loc) > 1 else ""
+            out.append(f"body: not valid JSON ({reason}{where})")
         elif loc == ("body",) and isinstance(e.get("input"), (bytes, str)):
             out.append("body: expected a JSON object sent as Content-Type: application/json")
         else:

@@ -6,14 +6,18 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, HTTPException, Path, Query
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 
 from attribution.api.auth import Principal
+from attribution.api.bodies import parsed_body, request_body
 from attribution.api.intake import Report, context_report, ingest_report, parse_report
 from attribution.timeparse import format_utc
 from attribution.api.schemas import ERROR_RESPONSES, IngestOut, JobContextDoc, JobRefOut, Name, ObservationBatch, ReportSource
 from attribution.api.security import policy, require
 from attribution.api.service import Service
+
+#: The models of the bodies these routes read themselves (api.bodies: parsed off the event loop).
+BODY_MODELS = (ObservationBatch, JobContextDoc)
 
 
 def add_report_routes(app: FastAPI, svc: Service) -> None:
@@ -49,19 +53,20 @@ def add_report_routes(app: FastAPI, svc: Service) -> None:
                          outcome=verdict.outcome if verdict else None)
 
     @app.post("/v1/observations", response_model=IngestOut, dependencies=reporter, tags=["report"],
-              openapi_extra=policy("report"), responses=ERROR_RESPONSES,
+              openapi_extra={**policy("report"), **request_body(ObservationBatch)}, responses=ERROR_RESPONSES,
               summary="Store a batch of events and coverage for one job (the node or controller hook's payload)")
-    async def post_observations(batch: ObservationBatch,
+    async def post_observations(request: Request,
                                 principal: Annotated[Principal, Depends(require("report"))]) -> IngestOut:
         """Idempotent: posting the same batch again stores nothing new. Re-attributes the job; the answer says
         whether its current verdict changed."""
-        report = parse_report(batch.model_dump(exclude_none=True), max_events=svc.settings.max_events)
+        report = await parsed_body(request, ObservationBatch, svc.parse, lambda batch: parse_report(
+            batch.model_dump(exclude_none=True), max_events=svc.settings.max_events))
         return await store(bound(principal, report))
 
     @app.post("/v1/jobs/{cluster}/{job_id}/context", response_model=IngestOut, dependencies=reporter,
-              tags=["report"], openapi_extra=policy("report"), responses=ERROR_RESPONSES,
-              summary="Store a job's execution context (state, exit code, nodes, times)")
-    async def post_context(cluster: Annotated[Name, Path()], job_id: Annotated[Name, Path()], doc: JobContextDoc,
+              tags=["report"], openapi_extra={**policy("report"), **request_body(JobContextDoc)},
+              responses=ERROR_RESPONSES, summary="Store a job's execution context (state, exit code, nodes, times)")
+    async def post_context(request: Request, cluster: Annotated[Name, Path()], job_id: Annotated[Name, Path()],
                            source: Annotated[ReportSource, Query(
                                description="who knows this context; a controller's or connector's context "
                                            "wins over a node's")] = "api",
@@ -70,5 +75,6 @@ def add_report_routes(app: FastAPI, svc: Service) -> None:
         the controller hook reports. Idempotent."""
         if not principal.may_report(cluster):
             raise HTTPException(403, f"this token may report jobs of cluster {principal.cluster!r} only")
-        report = context_report(svc.ruleset, doc.model_dump(exclude_none=True), cluster, job_id, source)
+        report = await parsed_body(request, JobContextDoc, svc.parse, lambda doc: context_report(
+            svc.ruleset, doc.model_dump(exclude_none=True), cluster, job_id, source))
         return await store(report)

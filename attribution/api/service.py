@@ -24,6 +24,7 @@ class Service:
     tokens: TokenTable
     db: Lane
     cpu: Lane  # diagnosing uploaded bundles
+    parse: Lane  # decoding and validating JSON request bodies (api.bodies)
     jobs: JobGate  # one report per job at a time in this process
     metrics: ServiceMetrics | None = None  # GET /metrics (api.metrics); None: not counted
 
@@ -45,6 +46,8 @@ def build_service(settings: Settings, ruleset: RuleSet, tokens: TokenTable) -> S
         settings=svc, ruleset=ruleset, engine=engine, probe_engine=probe, tokens=tokens,
         db=Lane("database", svc.db_pool_size, svc.request_timeout_seconds),
         cpu=Lane("diagnose", svc.diagnose_concurrency, svc.request_timeout_seconds),
+        # as many bodies parsed at once as can be ingested at once: a body waits for its turn, not in memory
+        parse=Lane("body parsing", svc.db_pool_size, svc.request_timeout_seconds),
         jobs=JobGate(),
         metrics=ServiceMetrics.create(),
     )

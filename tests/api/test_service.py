@@ -298,6 +298,21 @@ def test_a_body_without_a_json_content_type_is_refused_with_a_message(http, serv
     assert r.status_code == 422 and "application/json" in r.json()["message"]
 
 
+def test_a_body_that_is_empty_or_not_json_is_refused_with_a_message(http, service):
+    """The bodies are parsed off the event loop (api/bodies.py) with the answers FastAPI gives a declared body."""
+    rep = {**service.auth("report"), "Content-Type": "application/json"}
+    for path in ("/v1/observations", "/v1/jobs/bad/7/context"):
+        r = http.post(path, content=b"", headers=rep)
+        assert r.status_code == 422 and r.json()["message"] == "body: Field required", r.text
+        r = http.post(path, content=b'{"events": [1, ', headers=rep)
+        assert r.status_code == 422 and r.json()["message"].startswith("body: not valid JSON ("), r.text
+        r = http.post(path, content=b'{"nodes": ["n1"]}', headers=service.auth("report"))  # no Content-Type
+        assert r.status_code == 422 and "application/json" in r.json()["message"], r.text
+    r = http.post("/v1/observations", content=json.dumps(_batch(events=[dict(GOOD_EVENT, code="x")])).encode(),
+                  headers=rep)
+    assert r.status_code == 422 and r.json()["message"].startswith("events.0.code: "), r.text
+
+
 def test_a_body_over_the_limit_is_refused_with_413_declared_or_streamed(http, service):
     big = _batch(events=[dict(GOOD_EVENT, line="x" * 1000, location=f"k:{i}") for i in range(9000)])
     r = post(http, service, big)

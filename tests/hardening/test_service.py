@@ -1,6 +1,7 @@
 """The service's findings of issue 18, one regression test each, named after it: L1 (500s from /v1/diagnose),
 M5 (links and per-request budgets), M6 (connection limit, header timeout), L8 (tokens file owner), L9 (report
-tokens bound to a cluster). One service with small limits and a low open-files limit serves them all."""
+tokens bound to a cluster), L6 (big report bodies parsed off the event loop). One service with small limits and
+a low open-files limit serves them all."""
 
 from __future__ import annotations
 
@@ -211,3 +212,111 @@ def test_l9_the_tokens_file_syntax_for_a_bound_token():
     assert not table.lookup(t).may_report("prod-b")
     with pytest.raises(ConfigError, match="cluster=NAME"):
         parse_tokens(f"report {t} nodes cluster=\n", "tokens")
+
+
+# -- L6 ---------------------------------------------------------------------------------------------------------------
+
+
+def _big_batch(cluster: str, size: int) -> bytes:
+    """A valid observation batch of just under `size` bytes: one job's kernel events, each line distinct."""
+    doc = _batch(cluster, "16")
+    event = {"kind": "xid", "role": "cause", "rule": "kernel.xid", "source": "kernel", "node": "n1",
+             "gpu": "0000:3b:00", "code": 13, "time": doc["context"]["start"],
+             "line": "NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=python3, Graphics SM Warp Exception " + "x" * 300,
+             "message": "xid 13 " + "y" * 200}
+    one = len(json.dumps(dict(event, location="nodes/n1/kernel.log:000000"))) + 2
+    doc["events"] = [dict(event, location=f"nodes/n1/kernel.log:{i}") for i in range((size - 4096) // one)]
+    body = json.dumps(doc).encode()
+    assert len(body) <= size
+    return body
+
+
+def _queues(port: int) -> dict[tuple[int, int], tuple[int, int]]:
+    """(local port, remote port) -> (send queue, receive queue) of this host's IPv4 TCP sockets on `port`:
+    what the kernel holds that the sender has not handed over or the receiving program has not read yet."""
+    out = {}
+    with open("/proc/net/tcp") as f:
+        for row in f.read().splitlines()[1:]:
+            cols = row.split()
+            local, remote = (int(cols[i].rsplit(":", 1)[1], 16) for i in (1, 2))
+            if port in (local, remote):
+                tx, rx = (int(q, 16) for q in cols[4].split(":"))
+                out[(local, remote)] = (tx, rx)
+    return out
+
+
+def _read_by_the_server(port: int, clients: list[socket.socket]) -> bool:
+    q = _queues(port)
+    mine = [s.getsockname()[1] for s in clients]
+    return all(q.get((c, port), (1, 0))[0] == 0 and q.get((port, c), (0, 1))[1] == 0 for c in mine)
+
+
+@pytest.mark.slow
+def test_l6_healthz_is_answered_while_big_report_bodies_are_parsed(service):
+    """Four 16 MB observation batches at once, each refused only once it is parsed: a token bound to prod-a
+    posting prod-b gets its 403 after the whole body is decoded, validated and converted, and no database work
+    follows. The bodies arrive but for their last byte; once the server has read all the rest (the kernel holds
+    none of it: /proc/net/tcp), the last bytes go, and /healthz is asked again and again, each time once the
+    previous answer came. Counted by events: how many /healthz answers came before the first 403. Parsed on
+    the event loop (before the fix) it was 1: each body held the loop for seconds, and the finding saw /healthz
+    take 3 s and other clients' bodies time out with 408. Parsed in the body-parsing lane's threads it is
+    dozens; three is the bound."""
+    import selectors
+
+    port = int(service.url.rsplit(":", 1)[1])
+    body = _big_batch("prod-b", 16 * 1024 * 1024)
+    head = (f"POST /v1/observations HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {BOUND}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    deadline = time.monotonic() + 300  # a bound on a broken server, not the measure
+    sel = selectors.DefaultSelector()
+    names: dict[socket.socket, str] = {}
+    big = [socket.create_connection(("127.0.0.1", port), timeout=120) for _ in range(4)]
+    answers: dict[str, bytes] = {}
+    healthz, healthz_before, pending = 0, [], [b""]
+
+    def ask_healthz() -> None:
+        h = socket.create_connection(("127.0.0.1", port), timeout=120)
+        h.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        names[h] = "healthz"
+        sel.register(h, selectors.EVENT_READ)
+
+    try:
+        for s in big:
+            s.sendall(head + body[:-1])
+        while not _read_by_the_server(port, big):
+            assert time.monotonic() < deadline, _queues(port)
+            time.sleep(0.01)
+        for i, s in enumerate(big):
+            s.sendall(body[-1:])
+            names[s] = f"batch {i}"
+            sel.register(s, selectors.EVENT_READ)
+        ask_healthz()
+        while len(answers) < len(big) or any(names[k.fileobj] != "healthz" for k in sel.get_map().values()):
+            events = sel.select(timeout=max(0.0, deadline - time.monotonic()))
+            assert events, f"no answer within the bound: {healthz} /healthz, {sorted(answers)}"
+            for key, _ in events:
+                s = key.fileobj
+                chunk = s.recv(65536)
+                if names[s] == "healthz":
+                    pending[0] += chunk
+                    if not chunk:  # one answer complete: ask again while the batches are parsed
+                        assert pending[0].startswith(b"HTTP/1.1 200 "), pending[0]
+                        pending[0] = b""
+                        sel.unregister(s)
+                        s.close()
+                        healthz += 1
+                        if len(answers) < len(big):
+                            ask_healthz()
+                    continue
+                if names[s] not in answers:  # the first bytes of this batch's answer
+                    healthz_before.append(healthz)
+                    answers[names[s]] = b""
+                answers[names[s]] += chunk
+                if not chunk:
+                    sel.unregister(s)
+    finally:
+        for s in list(names) + big:
+            s.close()
+    status = {name: answer.split(b" ", 2)[1] for name, answer in answers.items()}
+    assert status == {f"batch {i}": b"403" for i in range(4)}, answers
+    assert healthz_before[0] >= 3, f"/healthz answers before each batch's: {healthz_before}"
