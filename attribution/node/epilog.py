@@ -123,9 +123,6 @@ def replay(ruleset: RuleSet, engine, data: Mapping, deadline: float | None = Non
     from attribution.pipeline import ingest
 
     try:
-        where = _not_utf8(data)
-        if where is not None:  # PostgreSQL stores UTF-8 text only: it could never be stored (issue 18, M1)
-            raise ValueError(f"{where} is not UTF-8 text")
         r = report_from_json(data, "spooled payload", type_required=True)
         telemetry = telemetry_from_json(data.get("telemetry"))
     except (InputError, ValueError) as exc:  # TelemetryError is a ValueError
@@ -139,25 +136,6 @@ def replay(ruleset: RuleSet, engine, data: Mapping, deadline: float | None = Non
         if exc.permanent:
             raise spool.Refused(str(exc)) from exc
         raise
-
-
-def _not_utf8(doc, path: str = "payload") -> str | None:
-    """Where a JSON document holds text that is not UTF-8 (a lone surrogate: bytes of a file name or a log line
-    that were not UTF-8), or None."""
-    stack = [(path, doc)]
-    while stack:
-        where, v = stack.pop()
-        if isinstance(v, str):
-            try:
-                v.encode("utf-8")
-            except UnicodeEncodeError:
-                return where
-        elif isinstance(v, dict):
-            stack.extend((f"{where}.{k}", x) for k, x in v.items())
-            stack.extend((f"{where} key", k) for k in v if isinstance(k, str))
-        elif isinstance(v, list):
-            stack.extend((f"{where}[{i}]", x) for i, x in enumerate(v))
-    return None
 
 
 def replay_to_service(client, data: Mapping, deadline: float | None = None) -> None:

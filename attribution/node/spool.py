@@ -3,7 +3,8 @@
 Each file is written whole or not at all (temporary name, fsync, rename, fsync of the directory) and carries
 a checksum of its body, so a file cut off by a power loss is recognised and never replayed half. A replay
 takes a lock, stores each file (ingest is idempotent, so a crash between storing and deleting replays it
-again harmlessly) and deletes it; files that cannot be read go to `bad/` with the reason.
+again harmlessly) and deletes it; files that cannot be read, and payloads holding text that is not UTF-8 (which
+nothing downstream can store), go to `bad/` with the reason.
 """
 
 from __future__ import annotations
@@ -47,9 +48,32 @@ def decode(data: bytes) -> dict:
     if hashlib.sha256(body).hexdigest() != digest:
         raise SpoolCorrupt("checksum mismatch")
     try:
-        return json.loads(body)
+        payload = json.loads(body)
     except (ValueError, RecursionError) as exc:  # RecursionError: nesting too deep for json
         raise SpoolCorrupt(f"bad JSON: {exc}") from None
+    where = not_utf8(payload)
+    if where is not None:  # neither PostgreSQL nor the service takes it: it would stop every flush (issue 18, M1)
+        raise SpoolCorrupt(f"{where} is not UTF-8 text")
+    return payload
+
+
+def not_utf8(doc, path: str = "payload") -> str | None:
+    """Where a JSON document holds text that is not UTF-8 (a lone surrogate: the bytes of a file name, a node or
+    cluster name that were not UTF-8, escaped by json.dumps), or None."""
+    stack = [(path, doc)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return where
+        elif isinstance(v, dict):
+            stack.extend((f"{where}.{k}", x) for k, x in v.items())
+            stack.extend((f"{where} key", k) for k in v if isinstance(k, str))
+        elif isinstance(v, list):
+            stack.extend((f"{where}[{i}]", x) for i, x in enumerate(v))
+    return None
 
 
 def write(spool_dir: Path, payload: dict) -> Path:

@@ -36,7 +36,7 @@ def _ctx(cluster="hard", job_id="77", nodes=("n1",)):
 # -- M1: a spool file with non-UTF-8 fields -----------------------------------------------------------------------
 
 
-def test_m1_spool_file_with_non_utf8_fields_goes_to_bad_and_the_flush_goes_on(ruleset, store, tmp_path):
+def _m1_spool(ruleset, d: Path) -> None:
     from attribution.rulepack.check import events_for_line
 
     ev = events_for_line(ruleset, "job", "srun: error: n1: task 0: Exited with exit code 1")[0]
@@ -49,16 +49,43 @@ def test_m1_spool_file_with_non_utf8_fields_goes_to_bad_and_the_flush_goes_on(ru
     bad_node["context"]["cluster"] = "h\udce9rd"
     late = json.loads(json.dumps(good))
     late["context"]["job_id"] = "4"
-    d = tmp_path / "spool"
     for p in (bad_path, bad_node, good, late):
         spool.write(d, p)
-    res = spool.flush(d, lambda data: replay(ruleset, store, data))
+
+
+def _m1_flushed(d: Path, res) -> None:
     assert res.error is None, res.error
     assert res.replayed == 2 and len(res.bad) == 2 and spool.pending(d) == []
     assert all("not UTF-8" in b for b in res.bad)
     assert len(list((d / "bad").glob("*.spool"))) == 2
+
+
+def test_m1_spool_file_with_non_utf8_fields_goes_to_bad_and_the_flush_goes_on(ruleset, store, tmp_path):
+    d = tmp_path / "spool"
+    _m1_spool(ruleset, d)
+    _m1_flushed(d, spool.flush(d, lambda data: replay(ruleset, store, data)))
     with store.connect() as c:
         assert sorted(c.execute(text("SELECT job_id FROM attribution.jobs")).scalars()) == ["1", "4"]
+
+
+def test_m1_the_same_when_the_node_flushes_to_the_service(ruleset, tmp_path):
+    """The node agent's other target (`attribution-node spool flush` with service_url): the spool itself
+    refuses such a payload, so it never reaches the service client (whose JSON could not carry it either)."""
+    from attribution.node.epilog import replay_to_service
+
+    class Client:
+        def __init__(self):
+            self.jobs = []
+
+        def post_observations(self, data, deadline=None):
+            json.dumps(data, ensure_ascii=False).encode("utf-8")  # what a UTF-8 wire needs
+            self.jobs.append(data["context"]["job_id"])
+
+    d = tmp_path / "spool"
+    _m1_spool(ruleset, d)
+    client = Client()
+    _m1_flushed(d, spool.flush(d, lambda data: replay_to_service(client, data)))
+    assert client.jobs == ["1", "4"]
 
 
 # -- M3 / L5: the hooks on untrusted files and environment -------------------------------------------------------
