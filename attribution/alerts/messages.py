@@ -24,15 +24,20 @@ def verdict_alert(row: Mapping, dashboard: str | None) -> Alert:
     where = row["root_node"] or (row["culprit_nodes"] or [None])[0] or f"job {row['job_id']}"
     kind = row["root_kind"] or "no root event"
     code = f" {row['root_code']}" if row.get("root_code") is not None else ""
+    # culprits only the job's own output names (spec/verdict.md "Evidence a user could have written"): the job's
+    # owner could have printed them; said in the alert, as the verdict says it
+    cev = list(row.get("culprit_evidence") or [])
+    evidence = "job_output" if cev and all(e == "job_output" for e in cev) else "system"
     summary = (f"{row['outcome']} on {row['cluster']}/{where}: {kind}{code} failed job {row['job_id']} "
-               f"(action {row['action']})")
+               f"(action {row['action']})" + (", named by job output only" if evidence == "job_output" else ""))
     link = (f"{dashboard.rstrip('/')}/jobs/{quote(row['cluster'], safe='')}/{quote(row['job_id'], safe='')}"
             if dashboard else None)
     return Alert("verdict", f"verdict:{row['cluster']}:{where}:{row['outcome']}:{kind}", summary,
-                 {"cluster": row["cluster"], "node": str(where), "outcome": row["outcome"], "kind": kind},
+                 {"cluster": row["cluster"], "node": str(where), "outcome": row["outcome"], "kind": kind,
+                  "evidence": evidence},
                  {"job_id": row["job_id"], "action": row["action"], "confidence": row["confidence"],
-                  "culprits": list(row["culprit_nodes"] or []), "explanation": row["explanation"],
-                  "verdict_id": row["id"]}, link)
+                  "culprits": list(row["culprit_nodes"] or []), "culprit_evidence": cev,
+                  "explanation": row["explanation"], "verdict_id": row["id"]}, link)
 
 
 def drain_alert(row: Mapping, dashboard: str | None) -> Alert:

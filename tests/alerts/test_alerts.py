@@ -110,6 +110,31 @@ def test_a_second_job_failing_on_the_same_node_and_fault_is_within_the_cooldown(
     assert len(receiver.posts["/hook"]) == 1
 
 
+def test_a_verdict_whose_culprit_only_job_output_names_says_so(ruleset, store, receiver, configured, tmp_path):
+    """A job printing srun's node-failure line makes a host verdict resting on job output (issue 18, H1): its
+    alert says the job's owner could have written what names the node."""
+    from datetime import datetime, timedelta, timezone
+
+    b = tmp_path / "forged"
+    (b / "job").mkdir(parents=True)
+    end = datetime.now(timezone.utc).replace(microsecond=0)
+    (b / "context.yaml").write_text(json.dumps({
+        "scheduler": "slurm", "cluster": "prod", "job_id": "9001", "user": "mallory", "state": "FAILED",
+        "exit_code": "1:0", "nodes": ["gpu007", "gpu008"], "start": (end - timedelta(hours=1)).isoformat(),
+        "end": end.isoformat()}))
+    (b / "job" / "slurm-9001.out").write_text("srun: error: Node failure on gpu008\n")
+    ingest_bundle(ruleset, store, INCIDENTS / "01-xid79-fallen-off-bus")
+    ingest_bundle(ruleset, store, b)
+    assert _send(configured).exit_code == 0
+    hooks = {h["details"]["job_id"]: h for h in receiver.posts["/hook"]}
+    forged = hooks["9001"]
+    assert forged["labels"]["outcome"] == "host" and forged["labels"]["evidence"] == "job_output"
+    assert forged["details"]["culprit_evidence"] == ["job_output"]
+    assert forged["summary"].endswith("named by job output only")
+    real = next(h for job, h in hooks.items() if job != "9001")
+    assert real["labels"]["evidence"] == "system" and "job output" not in real["summary"]
+
+
 def test_drain_decisions_alert_where_the_sink_wants_them(ruleset, store, receiver, configured):
     record_resume(store, "kestrel", "kes-n203", actor="ops", detail="GPU replaced")
     assert _send(configured).exit_code == 0
