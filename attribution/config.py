@@ -59,6 +59,7 @@ class EpilogSettings:
     lookback_seconds: int = 86400  # when neither Slurm nor the prolog says when the job started
     state_dir: str | None = None  # prolog start stamps; default <home>/state
     job_output: bool = True  # the controller hook reads the job's stdout/stderr
+    job_output_bytes: int = 16 * 1024 * 1024  # ... at most the last this many bytes of each (issue 18: bounded)
 
 
 # -- connectors: where a job's context and evidence live when it is not an incident bundle ---------------------
@@ -318,6 +319,13 @@ def _build(cls, values: dict, origin: str, section: str):
         raise ConfigError(f"{origin}: {section}: {exc}") from None
 
 
+def _check_epilog(e: EpilogSettings, origin: str) -> EpilogSettings:
+    v = e.job_output_bytes
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"{origin}: epilog.job_output_bytes: expected a positive whole number, got {v!r}")
+    return e
+
+
 def parse_settings(data: Any, origin: str) -> Settings:
     if data is None:
         data = {}
@@ -332,7 +340,8 @@ def parse_settings(data: Any, origin: str) -> Settings:
     if data.get("home"):
         s = replace(s, home=Path(data["home"]))
     s = replace(s, database=_build(DatabaseSettings, _section(data, "database", origin), origin, "database"),
-                epilog=_build(EpilogSettings, _section(data, "epilog", origin), origin, "epilog"),
+                epilog=_check_epilog(_build(EpilogSettings, _section(data, "epilog", origin), origin, "epilog"),
+                                     origin),
                 service=_check_service(_build(ServiceSettings, _section(data, "service", origin), origin,
                                               "service"), origin))
     for key in ("spool_dir", "rules_dir"):

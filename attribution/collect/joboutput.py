@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 from typing import BinaryIO
 
@@ -90,18 +91,28 @@ def parse_job_output(fp: BinaryIO, location: str, ctx: ExecutionContext, prefilt
     return out, stats
 
 
-def read_job_output(path: Path, location: str, ctx: ExecutionContext,
-                    prefilter: Prefilter) -> tuple[list[Observation], Coverage]:
+def read_job_output(path: Path, location: str, ctx: ExecutionContext, prefilter: Prefilter,
+                    tail_bytes: int | None = None) -> tuple[list[Observation], Coverage]:
+    """One job output file. Only a regular file is read (safefile.open_regular); with `tail_bytes`, at most its
+    last `tail_bytes` bytes from the first line that starts in them (the job's owner decides how big the file
+    is: a sparse terabyte would outlast any hook's budget), line numbers then counting from there."""
     file_node = node_of_file(path.name, ctx.nodes)
+    notes: list[str] = []
     try:
         with open_regular(path) as fp:
+            size = os.fstat(fp.fileno()).st_size
+            if tail_bytes is not None and size > tail_bytes:
+                fp.seek(size - tail_bytes - 1)
+                fp.readline()  # the rest of the line the cut falls in (bounded: at most tail_bytes + 1 bytes)
+                notes.append(f"read the last {size - fp.tell()} of {size} bytes (line numbers count from there)")
             obs, stats = parse_job_output(fp, location, ctx, prefilter, file_node)
     except FileNotFoundError:
         return [], Coverage("job", file_node, "missing", reason="no file", file=location)
     except OSError as exc:
         return [], Coverage("job", file_node, "error", reason=f"cannot read: {exc.strerror or exc}", file=location)
     status = "ok" if stats.bytes else "empty"
-    return obs, Coverage("job", file_node, status, lines=stats.lines, file=location, notes=tuple(stats.summary()))
+    return obs, Coverage("job", file_node, status, lines=stats.lines, file=location,
+                         notes=(*notes, *stats.summary()))
 
 
 def parse_job_text(text: str, location: str, ctx: ExecutionContext, prefilter: Prefilter,

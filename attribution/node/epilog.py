@@ -308,7 +308,8 @@ def run_controller(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_
     cov: list[Coverage] = []
     if settings.epilog.job_output:
         for path in job_output_files(env, info):
-            o, c = read_job_output(path, shown_name(str(path)), ctx, ruleset.prefilter("job"))
+            o, c = read_job_output(path, shown_name(str(path)), ctx, ruleset.prefilter("job"),
+                                   tail_bytes=settings.epilog.job_output_bytes)
             obs += o
             cov.append(c)
     banner_state = implied_state(extract(ruleset, ctx, obs)) if still_completing(info) else None

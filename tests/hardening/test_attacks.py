@@ -323,3 +323,51 @@ def test_l4_stdout_dev_zero_and_non_utf8_scontrol_output_keep_the_report(tmp_pat
         engine.dispose()
     assert set(gaps) == {"/dev/zero", "/dev/urandom"}
     assert all("not a regular file" in reason for reason in gaps.values())
+
+
+def test_l4_a_huge_regular_job_output_is_read_only_at_its_end(tmp_path, pg_url):
+    """The job's owner sets the size of its output: a sparse 64 GiB file would take the controller hook past any
+    budget. The hook reads its last epilog.job_output_bytes (here 1 MiB) and finds the error printed at the end."""
+    from sqlalchemy import create_engine
+
+    out = tmp_path / "slurm-9131.out"
+    with open(out, "wb") as f:
+        f.truncate(64 << 30)  # a hole: no disk used
+        f.seek(0, os.SEEK_END)
+        f.write(b"\nRuntimeError: CUDA error: an illegal memory access was encountered\n")
+    info = tmp_path / "scontrol.txt"
+    info.write_text(f"JobId=9131 JobName=train UserId=mallory(1000) JobState=FAILED Reason=NonZeroExitCode "
+                    f"ExitCode=1:0 NodeList=n1 StartTime=2026-10-01T12:00:00 EndTime=2026-10-01T13:00:00 "
+                    f"StdOut={out} StdErr={out}\n")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"database:\n  url: {pg_url}\n  connect_timeout: 2\nepilog:\n  job_output_bytes: 1048576\n")
+    env = {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "9131", "SLURM_JOB_EXIT_CODE": "256",
+           "SLURM_SCRIPT_CONTEXT": "epilog_slurmctld", "SLURM_CLUSTER_NAME": "hard", "SLURM_JOB_NODELIST": "n1",
+           "SLURM_JOB_USER": "mallory", "ATTRIBUTION_CONFIG": str(config), "ATTRIBUTION_HOME": str(tmp_path / "h")}
+    r = subprocess.run([str(Path(sys.executable).parent / "attribution-node"), "epilog", "--budget", "20",
+                        "--scontrol-output", str(info)], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "stored" in r.stdout and "error" not in r.stderr, r.stdout + r.stderr
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect() as c:
+            notes = c.execute(text(
+                "SELECT co.notes FROM attribution.coverage co JOIN attribution.jobs j ON j.id = co.job_ref "
+                "WHERE j.job_id = '9131' AND co.source = 'job'")).scalar_one()
+            kinds = set(c.execute(text(
+                "SELECT e.kind FROM attribution.events e JOIN attribution.job_events je ON je.event_id = e.id "
+                "JOIN attribution.jobs j ON j.id = je.job_ref WHERE j.job_id = '9131' AND e.source = 'job'"
+            )).scalars())
+    finally:
+        engine.dispose()
+    last = len(b"RuntimeError: CUDA error: an illegal memory access was encountered\n")  # the line after the cut
+    assert f"read the last {last} of {out.stat().st_size} bytes (line numbers count from there)" in notes, notes
+    assert kinds, "the error at the end of the output was not read"
+
+
+@pytest.mark.parametrize("value", [0, -1, "16M", True])
+def test_l4_the_job_output_bound_is_checked_where_it_is_read(value):
+    from attribution.config import parse_settings
+    from attribution.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="epilog.job_output_bytes"):
+        parse_settings({"epilog": {"job_output_bytes": value}}, "config.yaml")
