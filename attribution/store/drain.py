@@ -74,10 +74,10 @@ def apply_lock(engine: Engine, cluster: str) -> Iterator[None]:
     while the plan is read, decided against the caps and applied, so a second run sees the first one's audit."""
     with engine.connect() as c:
         key = {"k": f"attribution.drain_apply/{cluster}"}
-        # wait for the run before (a timer, a human) to end
-        c.execute(text("SET statement_timeout = '600s'; SET lock_timeout = '600s'"))
-        c.execute(text("SELECT pg_advisory_lock(hashtextextended(:k, 0))"), key)
-        c.commit()
+        with c.begin():  # wait for the run before (a timer, a human) to end; SET LOCAL: the pooled connection
+            c.execute(text("SET LOCAL statement_timeout = '600s'"))  # keeps its configured timeouts
+            c.execute(text("SET LOCAL lock_timeout = '600s'"))
+            c.execute(text("SELECT pg_advisory_lock(hashtextextended(:k, 0))"), key)  # a session lock: kept
         try:
             yield
         finally:

@@ -211,6 +211,25 @@ def test_m4_the_audit_row_is_written_before_the_scontrol_call(ruleset, store, tm
     assert seen.read_text().split() == ["1", "2", "3"]  # the row of each drain exists when scontrol runs
 
 
+def test_m4_the_apply_lock_leaves_the_pooled_connection_its_own_timeouts(pg_url):
+    """The lock waits up to 10 minutes for the run before; the connection it came from goes back to the pool with
+    the timeouts the configuration gave it."""
+    from sqlalchemy import create_engine
+
+    from attribution.store.drain import apply_lock
+
+    engine = create_engine(pg_url, pool_size=1, max_overflow=0,
+                           connect_args={"options": "-c statement_timeout=12345 -c lock_timeout=2345"})
+    try:
+        with apply_lock(engine, "pool"):
+            pass
+        with engine.connect() as c:
+            assert c.execute(text("SHOW statement_timeout")).scalar() == "12345ms"
+            assert c.execute(text("SHOW lock_timeout")).scalar() == "2345ms"
+    finally:
+        engine.dispose()
+
+
 # -- L2 / L3: the CLI on hostile bundles --------------------------------------------------------------------------
 
 
