@@ -4,9 +4,41 @@ PATH=/usr/bin:/bin:/usr/sbin:/sbin
 export PATH
 umask 077
 
+ATTRIBUTION_STARTED_US=${EPOCHREALTIME//[.,]/}             # bash 5: microseconds, no process started
+
+# hook.env is sourced by hooks that run as root: it is read only when it and its folder can be changed by no one
+# but root or the user this hook runs as (not writable by group or others; a folder may be sticky, like /tmp).
+# Otherwise it is ignored, the defaults apply and the refusal is logged.
+attribution_env_refusal() {
+  local f d line uid mode what
+  f=$(readlink -f -- "$1" 2>/dev/null) || { echo "cannot resolve $1"; return 0; }
+  d=${f%/*}
+  for what in "$f" "${d:-/}"; do
+    line=$(stat -c '%u %a' -- "$what" 2>/dev/null) || { echo "cannot stat $what"; return 0; }
+    uid=${line% *} mode=${line#* }
+    case "$uid$mode" in *[!0-9]*) echo "unreadable mode of $what"; return 0 ;; esac
+    if [ "$uid" != 0 ] && [ "$uid" != "$EUID" ]; then
+      echo "$what is owned by uid $uid, not by root"; return 0
+    fi
+    if [ $((8#$mode & 8#022)) != 0 ]; then
+      [ "$what" = "$f" ] && { echo "$what is writable by group or others (mode $mode)"; return 0; }
+      [ $((8#$mode & 8#1000)) = 0 ] && { echo "$what is writable by group or others (mode $mode)"; return 0; }
+    fi
+  done
+  return 1
+}
+
 ATTRIBUTION_HOOK_ENV=${ATTRIBUTION_HOOK_ENV:-/etc/attribution/hook.env}
-# shellcheck disable=SC1090
-[ -r "$ATTRIBUTION_HOOK_ENV" ] && . "$ATTRIBUTION_HOOK_ENV"
+ATTRIBUTION_ENV_REFUSED=
+if [ -r "$ATTRIBUTION_HOOK_ENV" ]; then
+  if ATTRIBUTION_ENV_REFUSED=$(attribution_env_refusal "$ATTRIBUTION_HOOK_ENV"); then
+    :  # refused: logged once the log's path is known
+  else
+    ATTRIBUTION_ENV_REFUSED=
+    # shellcheck disable=SC1090
+    . "$ATTRIBUTION_HOOK_ENV"
+  fi
+fi
 
 : "${ATTRIBUTION_BIN:=/usr/local/bin/attribution}"        # the attribution command (e.g. in a venv)
 : "${ATTRIBUTION_BUDGET:=20}"                            # seconds; keep well under PrologEpilogTimeout
@@ -22,12 +54,17 @@ ATTRIBUTION_HOOKS_DIR=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 : "${ATTRIBUTION_NVIDIA_SMI:=/usr/bin/nvidia-smi}"       # a missing tool is a coverage gap, not an error
 : "${ATTRIBUTION_SYSFS_ROOT:=}"                          # prefix of /sys (a test fakes a node's sysfs there)
 : "${ATTRIBUTION_SMI_TIMEOUT:=10}"                       # seconds nvidia-smi may take
+: "${ATTRIBUTION_TEXTFILE_DIR:=auto}"                    # node_exporter textfile collector folder, or off
 # The counter files read under /sys/class/infiniband/<dev>/ports/<port>/ (rules/counters.yaml reads no others)
 : "${ATTRIBUTION_IB_COUNTERS:=counters/link_downed counters/symbol_error counters/port_rcv_errors counters/link_error_recovery counters/local_link_integrity_errors counters/excessive_buffer_overrun_errors counters/port_rcv_remote_physical_errors}"
 # The nvidia-smi XML elements whose lines are compared between the prolog and the epilog (the counters the rules
 # read; timestamps, clocks, temperatures and memory use differ in every snapshot and are left out)
 ATTRIBUTION_SMI_TAGS='gpu|total|device_memory|dram_uncorrectable|sram_uncorrectable|sram_uncorrectable_parity|sram_uncorrectable_secded|sram_threshold_exceeded|retired_count|pending_retirement|pending_blacklist|remapped_row_unc|remapped_row_pending|remapped_row_failure|replay_counter|replay_rollover_counter|reset_required|drain_and_reset_recommended|gpu_recovery_action'
-export ATTRIBUTION_CONFIG ATTRIBUTION_HOME ATTRIBUTION_DATABASE_URL SLURM_CONF
+if [ "$ATTRIBUTION_TEXTFILE_DIR" = auto ]; then
+  ATTRIBUTION_TEXTFILE_DIR=off
+  [ -d /var/lib/node_exporter/textfile_collector ] && ATTRIBUTION_TEXTFILE_DIR=/var/lib/node_exporter/textfile_collector
+fi
+export ATTRIBUTION_CONFIG ATTRIBUTION_HOME ATTRIBUTION_DATABASE_URL SLURM_CONF ATTRIBUTION_TEXTFILE_DIR
 
 if [ "$ATTRIBUTION_KERNEL_SOURCE" = auto ]; then
   if [ -n "$ATTRIBUTION_KERNEL_FILE" ]; then
@@ -43,6 +80,39 @@ attribution_log() {
   local dir=${ATTRIBUTION_LOG%/*}
   [ -d "$dir" ] || mkdir -p "$dir" 2>/dev/null
   printf '%s %s[%s] %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${0##*/}" "$$" "$*" >>"$ATTRIBUTION_LOG" 2>/dev/null
+}
+
+[ -n "$ATTRIBUTION_ENV_REFUSED" ] && attribution_log "ignoring $ATTRIBUTION_HOOK_ENV: $ATTRIBUTION_ENV_REFUSED"
+
+# node_exporter textfile (attribution_hook_<hook>.prom): when this hook last ended, how long it took, whether it
+# started the attribution command and that command's status (0 when not started). Written to a dot-file and
+# renamed, as node_exporter's textfile collector expects; nothing when the folder is off or missing.
+ATTRIBUTION_RAN=0
+ATTRIBUTION_RC=0
+attribution_textfile() {
+  local hook=$1 dir=$ATTRIBUTION_TEXTFILE_DIR now us tmp
+  [ "$dir" != off ] && [ -d "$dir" ] && [ -w "$dir" ] || return 0
+  now=${EPOCHREALTIME//[.,]/}
+  attribution_number "$now" && attribution_number "$ATTRIBUTION_STARTED_US" || return 0
+  us=$((now - ATTRIBUTION_STARTED_US))
+  tmp="$dir/.attribution_hook_$hook.prom.$$"
+  umask 022  # node_exporter runs as another user
+  {
+    printf '# HELP attribution_hook_last_run_timestamp_seconds When the attribution %s hook last ended.\n' "$hook"
+    printf '# TYPE attribution_hook_last_run_timestamp_seconds gauge\n'
+    printf 'attribution_hook_last_run_timestamp_seconds{hook="%s"} %d.%06d\n' "$hook" $((now / 1000000)) $((now % 1000000))
+    printf '# HELP attribution_hook_last_duration_seconds How long its last run took.\n'
+    printf '# TYPE attribution_hook_last_duration_seconds gauge\n'
+    printf 'attribution_hook_last_duration_seconds{hook="%s"} %d.%06d\n' "$hook" $((us / 1000000)) $((us % 1000000))
+    printf '# HELP attribution_hook_last_attributed 1 when its last run started the attribution command.\n'
+    printf '# TYPE attribution_hook_last_attributed gauge\n'
+    printf 'attribution_hook_last_attributed{hook="%s"} %d\n' "$hook" "$ATTRIBUTION_RAN"
+    printf '# HELP attribution_hook_last_status Exit status of that command (124: killed at the budget; 0 when not started).\n'
+    printf '# TYPE attribution_hook_last_status gauge\n'
+    printf 'attribution_hook_last_status{hook="%s"} %d\n' "$hook" "$ATTRIBUTION_RC"
+  } >"$tmp" 2>/dev/null && mv -f "$tmp" "$dir/attribution_hook_$hook.prom" 2>/dev/null || rm -f "$tmp" 2>/dev/null
+  umask 077
+  return 0
 }
 
 # True for a plain decimal number of at most 18 digits. Values from the environment or a state file are checked
@@ -98,6 +168,7 @@ attribution_run() {
   timeout -k 2 "$ATTRIBUTION_BUDGET" "$ATTRIBUTION_BIN" epilog --budget "$ATTRIBUTION_BUDGET" \
     --started "$(date +%s.%N)" "$@" </dev/null >>"$ATTRIBUTION_LOG" 2>&1
   local rc=$?
+  ATTRIBUTION_RAN=1 ATTRIBUTION_RC=$rc
   [ "$rc" = 0 ] || attribution_log "attribution epilog ended with status $rc"
 }
 

@@ -192,6 +192,9 @@ def run_epilog(config_path=None, rules_dir=None, *, budget: float | None = None,
                                    telemetry_dir=Path(telemetry_dir) if telemetry_dir else None)
         print(f"attribution epilog: {report.line()}", file=out)
         save_rules()  # a first run on this pack: the next runs read it compiled
+        from attribution.node import textfile
+
+        textfile.write_spool(settings.spool)
     except Exception as exc:  # never let the hook fail
         print(f"attribution epilog: error: {type(exc).__name__}: {exc} ({time.monotonic() - t0:.3f}s)", file=err)
 
@@ -221,6 +224,9 @@ def spool_flush(config_path=None, rules_dir=None, wait: bool = True, timeout: fl
     settings = node_settings(config_path)
     deadline = time.monotonic() + timeout if timeout else None
     if not spool.pending(settings.spool):
+        from attribution.node import textfile
+
+        textfile.write_spool(settings.spool)  # kept fresh by the flush timer: a stale file means no timer
         print(f"{settings.spool}: nothing to replay")
         return 0
     if settings.service_url:
@@ -239,6 +245,9 @@ def spool_flush(config_path=None, rules_dir=None, wait: bool = True, timeout: fl
         with open_store(settings) as engine:
             res = spool.flush(settings.spool, lambda d: replay(rs, engine, d, deadline), deadline=deadline,
                               wait_for_lock=wait)
+    from attribution.node import textfile
+
+    textfile.write_spool(settings.spool)
     print(f"{settings.spool}: replayed {res.replayed}, left {res.left}, bad {len(res.bad)}"
           + (f"; stopped: {res.error}" if res.error else "")
           + ("; another flush holds the lock" if res.locked_out else ""))

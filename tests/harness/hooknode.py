@@ -155,10 +155,12 @@ ATTRIBUTION_HOME={base}/home
 """
 
 
-def run_hook(node: Node, budget: int) -> tuple[float, subprocess.CompletedProcess]:
-    """hooks/epilog exactly as slurmd runs it: no PATH, the epilog environment, settings from hook.env."""
-    (node.base / "hook.env").write_text(HOOK_ENV.format(bin=BIN, budget=budget, base=node.base))
-    env = {k: v for k, v in node.env().items() if k.startswith("SLURM")}
+def run_hook(node: Node, budget: int, env: dict[str, str] | None = None,
+             extra: str = "") -> tuple[float, subprocess.CompletedProcess]:
+    """hooks/epilog exactly as slurmd runs it: no PATH, the epilog environment (or `env`), settings from hook.env
+    (plus the lines `extra`)."""
+    (node.base / "hook.env").write_text(HOOK_ENV.format(bin=BIN, budget=budget, base=node.base) + extra)
+    env = dict(env) if env is not None else {k: v for k, v in node.env().items() if k.startswith("SLURM")}
     env["ATTRIBUTION_HOOK_ENV"] = str(node.base / "hook.env")
     t0 = time.monotonic()
     r = subprocess.run([str(ROOT / "hooks" / "epilog")], env=env, capture_output=True, text=True,
