@@ -67,7 +67,7 @@ def telemetry_events(ruleset: RuleSet, ctx: ExecutionContext, snapshots) -> list
 
 
 def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event], coverage: list[Coverage],
-           source: str, deadline: float | None = None, telemetry=None):
+           source: str, deadline: float | None = None, telemetry=None, evidence: dict | None = None):
     """Store a job's events and coverage, then re-attribute the job from everything stored for it.
 
     Idempotent: the same input twice adds no event and no verdict. Any number of processes may ingest pieces
@@ -96,6 +96,10 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
         s.set_coverage(coverage)
         if telemetry:  # {node: (prolog, epilog)} counter snapshots: their absolute values, for the fleet views
             s.set_counters(telemetry)
+        if evidence is not None:  # the lines kept for replay (docs/replay.md), with the events they gave
+            from attribution.store.evidence import save_evidence
+
+            save_evidence(conn, s.job.id, evidence)
         s.mark_pending()
         done = None
         if not s.contended and s.claim_attribution():  # alone: store and attribute in one transaction
@@ -160,9 +164,13 @@ def attribute_all_pending(ruleset: RuleSet, engine, deadline: float | None = Non
 
 
 def ingest_bundle(ruleset: RuleSet, engine, bundle: Path):
+    from attribution.replay.keep import keep_bundle
+
     d = diagnose_bundle(ruleset, bundle)
     snaps, _ = collect_bundle_telemetry(Path(bundle), d.context.nodes)
-    return ingest(ruleset, engine, d.context, list(d.events), list(d.coverage), source="bundle", telemetry=snaps)
+    kept = keep_bundle(Path(bundle), d.context, ruleset) if d.verdict.outcome != "none" else None
+    return ingest(ruleset, engine, d.context, list(d.events), list(d.coverage), source="bundle", telemetry=snaps,
+                  evidence=kept)
 
 
 # -- live jobs: the context from a scheduler, the evidence from the configured connectors ---------------------------

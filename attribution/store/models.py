@@ -373,3 +373,22 @@ class AlertKey(Base):
 
 __all__ = ["Base", "AlertCursor", "AlertKey", "SCHEMA", "Job", "Event", "JobEvent", "Verdict", "VerdictSymptom", "CoverageRecord", "FaultWeek",
            "RulePack", "FaultSeries", "FailedRoot", "DrainPolicy", "DrainCondition", "NodeResume", "DrainAction"]
+
+
+class JobEvidence(Base):
+    """The lines kept for replay (docs/replay.md): one compressed JSON document per job, written with its evidence,
+    deleted with the job."""
+
+    __tablename__ = "job_evidence"
+
+    job_ref: Mapped[int] = mapped_column(BigInteger, ForeignKey("attribution.jobs.id", ondelete="CASCADE"),
+                                         primary_key=True)
+    stored_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+    format: Mapped[int] = mapped_column(SmallInteger)
+    lines: Mapped[int] = mapped_column(Integer)
+    raw_bytes: Mapped[int] = mapped_column(Integer)
+    truncated: Mapped[bool] = mapped_column(Boolean)
+    document: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+__all__ += ["JobEvidence"]

@@ -1,0 +1,71 @@
+"""History as a laboratory: `rules diff`, `reattribute`, `rules suggest` (docs/replay.md)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+from attribution.cli import main, ruleset_of
+from attribution.cli.db import open_store
+from attribution.cli.diagnose import rules
+
+UTC = timezone.utc
+SINCE_HELP = "Only jobs that ended from this time: ISO 8601 or now-30d, yesterday, ..."
+
+
+def when(option: str, value: str | None) -> datetime | None:
+    from attribution.errors import InputError
+    from attribution.timeparse import TimeError, parse_when
+
+    if value is None:
+        return None
+    try:
+        return parse_when(value, datetime.now(UTC))
+    except TimeError as exc:
+        raise InputError(option, str(exc)) from None
+
+
+@rules.command("diff")
+@click.argument("new_pack", type=click.Path(path_type=Path))
+@click.option("--since", default=None, help=SINCE_HELP)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: totals by transition and the changed jobs.")
+@click.pass_context
+def rules_diff(ctx: click.Context, new_pack: Path, since: str | None, as_json: bool) -> None:
+    """Re-derive the stored failed jobs' verdicts with NEW_PACK from their kept evidence; list each job whose
+    outcome, root cause or culprits would change, with totals by transition."""
+    from attribution.replay.diff import render_text, report
+    from attribution.rulepack.load import load_rules
+    from attribution.store.history import replay
+
+    pack = load_rules(new_pack)
+    with open_store(ctx) as engine:
+        changes, examined = replay(engine, pack, when("--since", since))
+    if as_json:
+        click.echo(json.dumps(report(changes, examined), indent=2))
+    else:
+        click.echo(render_text(changes, examined))
+
+
+@main.command("reattribute")
+@click.option("--since", default=None, help=SINCE_HELP)
+@click.option("--rules", "rules_dir", type=click.Path(path_type=Path), default=None,
+              help="The rule pack to apply (default: the one in use).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: totals by transition and the changed jobs.")
+@click.pass_context
+def reattribute_cmd(ctx: click.Context, since: str | None, rules_dir: Path | None, as_json: bool) -> None:
+    """Give the stored failed jobs the verdicts of a rule pack, re-derived from their kept evidence (the earlier
+    verdicts stay in the history; each records the pack version that made it)."""
+    from attribution.replay.diff import render_text, report
+    from attribution.rulepack.load import load_rules
+    from attribution.store.history import reattribute
+
+    pack = load_rules(rules_dir) if rules_dir else ruleset_of(ctx)
+    with open_store(ctx) as engine:
+        changes, examined = reattribute(engine, pack, when("--since", since))
+    if as_json:
+        click.echo(json.dumps(report(changes, examined), indent=2))
+    else:
+        click.echo(render_text(changes, examined).replace("would change", "changed"))

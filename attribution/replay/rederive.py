@@ -1,0 +1,82 @@
+"""Re-derive a stored job's verdict with another rule pack, from the evidence kept for replay.
+
+The kept lines are written back at their line numbers into a scratch bundle (blank lines in between), so the
+collectors parse them exactly as they parsed the original files, and the locations (and so the fingerprints) of
+the events are the same. Events the kept evidence cannot give again (metric series, pieces sent by node agents:
+any event whose file is not among the kept files) are taken as stored.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import yaml
+
+from attribution.model import Coverage, Event, ExecutionContext, Verdict
+from attribution.rulepack.load import RuleSet
+from attribution.serialize import context_to_json
+
+#: Never pad a scratch file past this line number (a kept line further down is dropped).
+MAX_LINENO = 20_000_000
+
+
+@dataclass(frozen=True)
+class Rederived:
+    events: tuple[Event, ...]
+    verdict: Verdict
+
+
+def write_scratch_bundle(root: Path, ctx: ExecutionContext, doc: dict) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "context.yaml").write_text(yaml.safe_dump(context_to_json(ctx), sort_keys=False), encoding="utf-8")
+    for f in doc.get("files", ()):
+        rel = Path(f["file"])
+        if rel.is_absolute() or ".." in rel.parts:
+            continue
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as out:
+            at = 1
+            for lineno, line, _flags in f["lines"]:
+                if lineno < at or lineno > MAX_LINENO:
+                    continue
+                out.write("\n" * (lineno - at))
+                out.write(line.replace("\n", " ") + "\n")
+                at = lineno + 1
+    for t in doc.get("telemetry", ()):
+        rel = Path(t["file"])
+        if not rel.is_absolute() and ".." not in rel.parts:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(t["text"], encoding="utf-8")
+
+
+def kept_files(doc: dict) -> set[str]:
+    return {f["file"] for f in doc.get("files", ())}
+
+
+def _file_of(location: str) -> str:
+    head, sep, tail = location.rpartition(":")
+    return head if sep and tail.isdigit() else location
+
+
+def rederive(ruleset: RuleSet, ctx: ExecutionContext, doc: dict, coverage: Iterable[Coverage],
+             stored_events: Iterable[Event] = ()) -> Rederived:
+    """The events and verdict `ruleset` gives on the kept evidence, with the job's stored coverage."""
+    from attribution.pipeline import attribute, diagnose_bundle
+
+    with tempfile.TemporaryDirectory(prefix="attribution-replay-") as tmp:
+        root = Path(tmp) / "bundle"
+        write_scratch_bundle(root, ctx, doc)
+        d = diagnose_bundle(ruleset, root)
+    files = kept_files(doc)
+    events = list(d.events)
+    seen = {(e.rule, e.location, e.line) for e in events}
+    for e in stored_events:
+        # not given by the kept files (another collector, a metric rule), or the scheduler's own (derived from ctx)
+        if e.source != "scheduler" and _file_of(e.location) not in files and (e.rule, e.location, e.line) not in seen:
+            events.append(e)
+    events.sort(key=Event.sort_key)
+    return Rederived(tuple(events), attribute(ruleset, ctx, events, list(coverage)))

@@ -1,0 +1,45 @@
+"""The evidence kept for replay (docs/replay.md): job_evidence, one zlib-compressed JSON document per job (the
+lines a rule's prefilter flagged and the error-looking lines, with their locations; telemetry snapshots),
+deleted with its job.
+
+Revision ID: 0010
+Revises: 0009
+Create Date: 2026-12-01
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0010"
+down_revision = "0009"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "job_evidence",
+        sa.Column("job_ref", sa.BigInteger(), nullable=False),
+        sa.Column("stored_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
+        sa.Column("format", sa.SmallInteger(), nullable=False),
+        sa.Column("lines", sa.Integer(), nullable=False),
+        sa.Column("raw_bytes", sa.Integer(), nullable=False),
+        sa.Column("truncated", sa.Boolean(), nullable=False),
+        sa.Column("document", sa.LargeBinary(), nullable=False),
+        sa.ForeignKeyConstraint(["job_ref"], ["attribution.jobs.id"], ondelete="CASCADE",
+                                name="fk_job_evidence_job_ref_jobs"),
+        sa.PrimaryKeyConstraint("job_ref", name="pk_job_evidence"),
+        schema="attribution",
+    )
+    op.execute("""
+        DO $$ BEGIN
+          IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'attribution_writer') THEN
+            GRANT SELECT, INSERT, UPDATE ON attribution.job_evidence TO attribution_writer;
+          END IF;
+        END $$""")
+
+
+def downgrade() -> None:
+    op.drop_table("job_evidence", schema="attribution")

@@ -1,0 +1,125 @@
+"""The evidence kept for replay, `rules diff` and `reattribute` (docs/replay.md), on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+from click.testing import CliRunner
+from sqlalchemy import text
+
+from attribution.cli import main
+from attribution.pipeline import ingest_bundle
+from attribution.replay.keep import Limits, flagged_lines, keep_bundle
+from attribution.rulepack.load import Prefilter
+from attribution.scope.bundle import load_context
+from attribution.store.evidence import decode, evidence_size
+
+from .conftest import INCIDENTS, ROOT
+from .harness.replay import UNKNOWN_LINE, failed_job_bundle, pack_with_new_rule
+
+XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
+
+
+def _env(store):
+    return {"ATTRIBUTION_DATABASE_URL": store.url.render_as_string(hide_password=False)}
+
+
+def test_flagged_lines_numbers_every_line_either_filter_selects():
+    data = b"ok\nan error here\nfine\nNVRM: Xid 79\nNVRM: Xid error\n"
+    got = flagged_lines(data, Prefilter([r"NVRM: Xid"]), Prefilter([r"(?i:\berror\b)"]))
+    assert [(n, data[s:e].decode(), f) for n, s, e, f in got] == [
+        (2, "an error here", "e"), (4, "NVRM: Xid 79", "p"), (5, "NVRM: Xid error", "pe")]
+
+
+def test_kept_evidence_is_bounded_prefilter_lines_first(ruleset, tmp_path):
+    lines = [f"worker {i}: fatal thing {i}" for i in range(50)] + [XID79]
+    b = failed_job_bundle(tmp_path / "b", "7", "g01", lines)
+    doc = keep_bundle(b, load_context(b / "context.yaml"), ruleset, Limits(lines=10))
+    kept = [ln for f in doc["files"] for ln in f["lines"]]
+    assert len(kept) == 10 and doc["truncated"] and doc["candidates"] == 51
+    assert [ln[1].endswith(XID79) for ln in kept].count(True) == 1  # the Xid line (a prefilter hit) is kept
+    assert kept[0][0] == 2 and kept[-1][0] == 52  # line 1 is the USB noise; the Xid is line 52 of the file
+
+
+def test_ingest_keeps_flagged_and_error_looking_lines_compressed_and_deletes_them_with_the_job(ruleset, store,
+                                                                                              tmp_path):
+    b = failed_job_bundle(tmp_path / "b", "101", "g01", [UNKNOWN_LINE, XID79],
+                          job_lines=("Traceback (most recent call last):", "ValueError: bad shape"))
+    (b / "nodes" / "g01" / "telemetry").mkdir()
+    (b / "nodes" / "g01" / "telemetry" / "nvidia-smi.csv").write_text("index,temp\n0,41\n")
+    result, verdict = ingest_bundle(ruleset, store, b)
+    with store.begin() as c:
+        row = c.execute(text("SELECT lines, raw_bytes, truncated, document FROM attribution.job_evidence "
+                             "WHERE job_ref = :j"), {"j": result.job.id}).one()
+        doc = decode(row.document)
+        assert json.loads(zlib.decompress(row.document)) == doc
+        got = {(f["file"], n, flags) for f in doc["files"] for n, _, flags in f["lines"]}
+        assert got == {("nodes/g01/kernel.log", 2, "e"), ("nodes/g01/kernel.log", 3, "p"),
+                       ("job/slurm-101.out", 4, "e"), ("job/slurm-101.out", 5, "p")}
+        assert row.lines == 4 and not row.truncated
+        assert doc["telemetry"] == [{"node": "g01", "file": "nodes/g01/telemetry/nvidia-smi.csv",
+                                     "text": "index,temp\n0,41\n"}]
+        assert evidence_size(c)["jobs"] == 1
+        c.execute(text("DELETE FROM attribution.jobs WHERE id = :j"), {"j": result.job.id})
+        assert evidence_size(c) == {"jobs": 0, "lines": 0, "raw_bytes": 0, "stored_bytes": 0}
+
+
+def test_a_completed_job_keeps_no_evidence(ruleset, store, tmp_path):
+    b = failed_job_bundle(tmp_path / "ok", "5", "g01", [], state="COMPLETED", exit_code="0:0")
+    ingest_bundle(ruleset, store, b)
+    with store.begin() as c:
+        assert evidence_size(c)["jobs"] == 0
+
+
+def test_rules_diff_lists_exactly_the_job_a_new_rule_changes_and_reattribute_applies_it(ruleset, store,
+                                                                                          tmp_path):
+    """Done-when of issue 20: the unknown job becomes gpu_hardware; the other stored failures do not move."""
+    unknown = failed_job_bundle(tmp_path / "u", "101", "g01", [UNKNOWN_LINE])
+    known = failed_job_bundle(tmp_path / "k", "102", "g02", [XID79])
+    other_unknown = failed_job_bundle(tmp_path / "o", "103", "g03", ["NVRM: GPU at PCI:0000:3b:00: error code 3"])
+    for b in (unknown, known, other_unknown, INCIDENTS / "01-xid79-fallen-off-bus"):
+        ingest_bundle(ruleset, store, b)
+    pack = pack_with_new_rule(ROOT, tmp_path / "pack")
+    env = _env(store)
+
+    same = CliRunner().invoke(main, ["rules", "diff", str(ROOT / "rules"), "--json"], env=env)
+    assert same.exit_code == 0, same.output
+    assert json.loads(same.output) == {"examined": 4, "changed": 0, "totals": [], "jobs": []}
+
+    r = CliRunner().invoke(main, ["rules", "diff", str(pack), "--json"], env=env)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["examined"] == 4 and out["changed"] == 1
+    assert out["totals"] == [{"transition": "unknown -> gpu_hardware", "jobs": 1}]
+    (job,) = out["jobs"]
+    assert (job["cluster"], job["job_id"]) == ("test", "101")
+    assert job["before"] == {"outcome": "unknown", "root_cause": None, "root_node": None, "culprits": []}
+    assert job["after"] == {"outcome": "gpu_hardware", "root_cause": "gpu_fallen_off_bus", "root_node": "g01",
+                            "culprits": ["g01"]}
+    txt = CliRunner().invoke(main, ["rules", "diff", str(pack)], env=env)
+    assert txt.output.splitlines()[-2:] == ["unknown -> gpu_hardware: 1",
+                                            "1 of 4 failed job(s) with kept evidence would change"]
+    assert "test/101: unknown  ->  gpu_hardware root gpu_fallen_off_bus@g01 culprits g01" in txt.output
+
+    with store.begin() as c:
+        before = c.execute(text("SELECT count(*) FROM attribution.verdicts")).scalar_one()
+    r = CliRunner().invoke(main, ["reattribute", "--rules", str(pack), "--json"], env=env)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["totals"] == [{"transition": "unknown -> gpu_hardware", "jobs": 1}]
+    with store.begin() as c:
+        rows = c.execute(text(
+            "SELECT v.outcome, v.root_kind, v.culprit_nodes, v.rules_version, v.id = j.current_verdict_id "
+            "FROM attribution.verdicts v JOIN attribution.jobs j ON j.id = v.job_ref WHERE j.job_id = '101' "
+            "ORDER BY v.id")).all()
+        assert [tuple(r[:3]) + (r[4],) for r in rows] == [("unknown", None, [], False),
+                                                          ("gpu_hardware", "gpu_fallen_off_bus", ["g01"], True)]
+        assert rows[0].rules_version == ruleset.version and rows[1].rules_version != ruleset.version
+        assert c.execute(text("SELECT count(*) FROM attribution.verdicts")).scalar_one() == before + 1
+        # the root cause is a stored event linked to the job, counted in the failed-roots rollup
+        assert c.execute(text("SELECT count(*) FROM attribution.verdicts v JOIN attribution.jobs j "
+                              "ON v.id = j.current_verdict_id WHERE j.job_id = '101' "
+                              "AND v.root_event_id IS NOT NULL")).scalar_one() == 1
+        assert c.execute(text("SELECT jobs FROM attribution.failed_roots WHERE node = 'g01'")).scalar_one() == 1
+    again = CliRunner().invoke(main, ["rules", "diff", str(pack), "--json"], env=env)
+    assert json.loads(again.output)["changed"] == 0
