@@ -123,3 +123,62 @@ def test_rules_diff_lists_exactly_the_job_a_new_rule_changes_and_reattribute_app
         assert c.execute(text("SELECT jobs FROM attribution.failed_roots WHERE node = 'g01'")).scalar_one() == 1
     again = CliRunner().invoke(main, ["rules", "diff", str(pack), "--json"], env=env)
     assert json.loads(again.output)["changed"] == 0
+
+
+RECURRING = "NVRM: GPU{g} thermal interlock tripped at {t} C, throttling failed"
+SECOND = "trainer: fatal: shard {s} checksum mismatch in /data/shard-{s}.bin"
+
+
+def _noise(rng) -> str:
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(5, 9)))
+             for _ in range(rng.randint(2, 7))]
+    return f"{words[0]} {rng.choice(['error', 'failed', 'fatal', 'exception'])} {' '.join(words[1:])}"
+
+
+def test_rules_suggest_finds_the_two_recurring_unmatched_messages_in_order(ruleset, store, tmp_path):
+    """Done-when of issue 13 part 3: one message in 30 jobs, a second in 3, noise in 7: exactly two templates,
+    the first first; their skeletons pass `rules check` once the kind is named."""
+    import random
+
+    import yaml
+
+    rng = random.Random(13)
+    for i in range(40):
+        kernel, job = [], []
+        if i < 30:
+            kernel.append(RECURRING.format(g=i % 8, t=90 + i % 9))
+        elif i < 33:
+            job.append(SECOND.format(s=100 + i))
+        else:
+            kernel.append(_noise(rng))
+            job.append(_noise(rng))
+        ingest_bundle(ruleset, store, failed_job_bundle(tmp_path / f"j{i}", str(500 + i), f"g{i:02d}", kernel,
+                                                        job_lines=tuple(job)))
+    r = CliRunner().invoke(main, ["rules", "suggest", "--json"], env=_env(store))
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    first, second = out["templates"]
+    assert (first["source"], first["jobs"], first["unknown_jobs"], first["failed_gpu_hours"]) == ("kernel", 30, 30,
+                                                                                                  480.0)
+    assert (second["source"], second["jobs"], second["failed_gpu_hours"]) == ("job", 3, 48.0)
+    assert first["template"] == "NVRM: <*> thermal interlock tripped at <*> C, throttling failed"
+    assert second["template"] == "trainer: fatal: shard <*> checksum mismatch in <*>"
+    assert len(first["examples"]) == 3 and all("thermal interlock" in e["line"] for e in first["examples"])
+
+    pack = tmp_path / "pack"
+    import shutil
+
+    shutil.copytree(ROOT / "rules", pack)
+    for n, t in enumerate((first, second)):
+        assert "kind: TODO" in t["skeleton"]
+        doc = yaml.safe_load(t["skeleton"].replace("kind: TODO", "kind: gpu_fallen_off_bus"))
+        (pack / f"suggested-{n}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, width=1000))
+    check = CliRunner().invoke(main, ["rules", "check", str(pack)])
+    assert check.exit_code == 0, check.output
+    (pack / "bad.yaml").write_text(first["skeleton"])  # the kind left to fill in: refused
+    assert CliRunner().invoke(main, ["rules", "check", str(pack)]).exit_code != 0
+
+    txt = CliRunner().invoke(main, ["rules", "suggest"], env=_env(store)).output
+    heads = [ln for ln in txt.splitlines() if ln.startswith("# ") and ". [" in ln]
+    assert heads == ["# 1. [kernel] NVRM: <*> thermal interlock tripped at <*> C, throttling failed",
+                     "# 2. [job] trainer: fatal: shard <*> checksum mismatch in <*>"]

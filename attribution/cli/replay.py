@@ -69,3 +69,24 @@ def reattribute_cmd(ctx: click.Context, since: str | None, rules_dir: Path | Non
         click.echo(json.dumps(report(changes, examined), indent=2))
     else:
         click.echo(render_text(changes, examined).replace("would change", "changed"))
+
+
+@rules.command("suggest")
+@click.option("--since", default=None, help=SINCE_HELP)
+@click.option("--min-jobs", type=click.IntRange(1, None), default=3, show_default=True,
+              help="Only templates seen in at least this many failed jobs.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: the templates with their skeletons.")
+@click.pass_context
+def rules_suggest(ctx: click.Context, since: str | None, min_jobs: int, as_json: bool) -> None:
+    """Group the error-looking lines no rule matched in stored failed jobs into templates (Drain), ranked by
+    failed GPU-hours and jobs, each with a rule skeleton (YAML, its example lines) to review."""
+    from attribution.replay.suggest import mine, render_text
+    from attribution.store.history import unmatched_lines
+
+    with open_store(ctx) as engine:
+        lines = unmatched_lines(engine, ruleset_of(ctx), when("--since", since))
+    templates = mine(lines, min_jobs)
+    if as_json:
+        click.echo(json.dumps({"lines": len(lines), "templates": [t.to_dict() for t in templates]}, indent=2))
+    else:
+        click.echo(render_text(templates))

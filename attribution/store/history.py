@@ -72,3 +72,40 @@ def reattribute(engine: Engine, ruleset: RuleSet, since: datetime | None = None)
 
         in_transaction(engine, apply)
     return changes, n
+
+
+def job_gpu_hours(ctx) -> float:
+    """GPUs x run time: what the job held when it failed (GPUs per node, else tasks per node, else one)."""
+    if ctx.start is None or ctx.end is None:
+        return 0.0
+    per = ctx.gpus_per_node or ctx.tasks_per_node or 1
+    return max(0.0, (ctx.end - ctx.start).total_seconds()) / 3600 * per * len(ctx.nodes)
+
+
+def unmatched_lines(engine: Engine, ruleset: RuleSet, since: datetime | None = None) -> list:
+    """The kept error-looking lines of stored failed jobs that no rule of `ruleset` matches, oldest job first."""
+    import tempfile
+    from pathlib import Path
+
+    from attribution.collect.bundle import collect_bundle
+    from attribution.replay.keep import errorlike_filter
+    from attribution.replay.rederive import write_scratch_bundle
+    from attribution.replay.suggest import Unmatched
+
+    errorlike = errorlike_filter(ruleset.root)
+    rows = in_transaction(engine, lambda c: list(failed_jobs_with_evidence(c, since)))
+    out = []
+    for row in rows:
+        ctx = context_from_json(row["context"])
+        with tempfile.TemporaryDirectory(prefix="attribution-suggest-") as tmp:
+            root = Path(tmp) / "bundle"
+            write_scratch_bundle(root, ctx, row["evidence"])
+            observations, _ = collect_bundle(root, ctx, lambda _source: errorlike)
+        name = f"{row['cluster']}/{row['job_id']}"
+        hours = job_gpu_hours(ctx)
+        for o in observations:
+            text = o.text.splitlines()[0] if o.text else ""
+            if text.strip() and not ruleset.matching(o.source, o.text):
+                out.append(Unmatched(name, o.source, o.location, o.line.splitlines()[0] if o.line else text, text,
+                                     hours, row["outcome"] == "unknown"))
+    return out
