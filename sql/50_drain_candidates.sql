@@ -1,13 +1,20 @@
--- The nodes the current drain policy (rules/drain-policy.yaml, loaded into drain_policies/drain_conditions by
--- `attribution drain plan|apply`) would drain now: one row per node, with a reason fit for Slurm's Reason field,
+-- The nodes a drain policy (rules/drain-policy.yaml, loaded into drain_policies/drain_conditions by
+-- `attribution drain plan|apply`) would drain at a time: one row per node, with a reason fit for Slurm's Reason field,
 -- the evidence (every condition met, its events and jobs) and a score (the sum of the met conditions' scores).
 -- Only infrastructure causes count, and only system-written evidence (kernel, Fabric Manager, scheduler state,
 -- telemetry): an event from job output, or a culprit that only job output names, never drains a node
 -- (spec/verdict.md "Evidence a user could have written"). Evidence older than a condition's window, or from before the node was
 -- resumed (`attribution drain resume`), does not. `attribution drain plan` is a SELECT from this view.
-CREATE VIEW attribution.drain_candidates AS
+-- The view is the plan now; `attribution drain plan --as-of T` and `drain backtest` call the function with a past
+-- time (and a policy version): evidence after T does not count, nor a resume after T. Events already marked
+-- handled are left out whenever they were handled (the partial index on unhandled causes stays usable).
+CREATE FUNCTION attribution.drain_candidates_at(as_of timestamptz, policy_version text DEFAULT NULL)
+RETURNS TABLE (cluster text, node text, reason text, evidence jsonb, score real)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $fn$
 WITH policy AS (
-    SELECT version, reason_prefix FROM attribution.drain_policies ORDER BY loaded_at DESC, version LIMIT 1
+    SELECT version, reason_prefix FROM attribution.drain_policies
+    WHERE policy_version IS NULL OR version = policy_version ORDER BY loaded_at DESC, version LIMIT 1
 ), cond AS (
     SELECT c.*, p.reason_prefix FROM attribution.drain_conditions c JOIN policy p ON p.version = c.policy_version
 ), hits AS (
@@ -16,10 +23,10 @@ WITH policy AS (
     FROM cond c
     JOIN attribution.events e
       ON e.kind = ANY (c.kinds)
-     AND e.occurred_at >= now() - make_interval(days => c.window_days)
+     AND e.occurred_at >= as_of - make_interval(days => c.window_days)
      -- the widest window, as a constant for the planner: only the partitions and index range it covers are read
-     AND e.occurred_at >= now() - make_interval(days => (SELECT max(window_days) FROM cond))
-     AND e.occurred_at <= now()
+     AND e.occurred_at >= as_of - make_interval(days => (SELECT max(window_days) FROM cond))
+     AND e.occurred_at <= as_of
      AND e.role = 'cause' AND e.handled_at IS NULL AND e.node IS NOT NULL AND e.evidence = 'system'
      AND coalesce(e.outcome, '') IN ('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')
     LEFT JOIN attribution.job_events je ON je.event_id = e.id AND je.event_time = e.occurred_at
@@ -48,14 +55,14 @@ WITH policy AS (
     SELECT j.cluster, n.node, NULL, c.condition_id, c.label, c.score, c.reason_prefix, NULL, NULL,
            (array_agg(j.id ORDER BY j.end_time DESC, j.id DESC))[1], max(j.end_time), '{}', array_agg(DISTINCT j.id)
     FROM cond c
-    JOIN attribution.jobs j ON j.end_time >= now() - make_interval(days => c.window_days) AND j.end_time <= now()
-     AND j.end_time >= now() - make_interval(days => (SELECT max(window_days) FROM cond))
+    JOIN attribution.jobs j ON j.end_time >= as_of - make_interval(days => c.window_days) AND j.end_time <= as_of
+     AND j.end_time >= as_of - make_interval(days => (SELECT max(window_days) FROM cond))
     JOIN attribution.verdicts v ON v.id = j.current_verdict_id
     CROSS JOIN LATERAL unnest(v.culprit_nodes, v.culprit_evidence) AS n(node, evidence)
     LEFT JOIN attribution.node_resumes r ON r.cluster = j.cluster AND r.node = n.node
     WHERE c.culprit_distinct IS NOT NULL AND n.evidence = 'system'
       AND v.outcome IN ('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')
-      AND j.end_time > coalesce(r.resumed_at, '-infinity')
+      AND j.end_time > coalesce(CASE WHEN r.resumed_at <= as_of THEN r.resumed_at END, '-infinity')
     GROUP BY j.cluster, n.node, c.condition_id, c.label, c.score, c.reason_prefix, c.culprit_distinct, c.min_count
     HAVING CASE c.culprit_distinct WHEN 'users' THEN count(DISTINCT j.user_name) ELSE count(DISTINCT j.id) END
            >= c.min_count
@@ -79,4 +86,8 @@ SELECT r.cluster,
         FROM ranked a WHERE a.cluster = r.cluster AND a.node = r.node)                      AS evidence,
        (SELECT sum(a.score) FROM ranked a WHERE a.cluster = r.cluster AND a.node = r.node)::real AS score
 FROM ranked r
-WHERE r.pick = 1;
+WHERE r.pick = 1
+$fn$;
+
+CREATE VIEW attribution.drain_candidates AS
+SELECT cluster, node, reason, evidence, score FROM attribution.drain_candidates_at(now());

@@ -39,15 +39,23 @@ def drain() -> None:
 
 @drain.command("plan")
 @click.option("--cluster", default=None, help="Only this cluster.")
+@click.option("--as-of", "as_of", default=None,
+              help="The plan as it would have been at this time, from the evidence of up to then (docs/replay.md).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def drain_plan(ctx: click.Context, cluster: str | None, as_json: bool) -> None:
-    """The nodes the policy would drain now, with a reason fit for Slurm and the evidence."""
+def drain_plan(ctx: click.Context, cluster: str | None, as_of: str | None, as_json: bool) -> None:
+    """The nodes the policy would drain now (or at --as-of), with a reason fit for Slurm and the evidence."""
     from attribution.pipeline import drain_plan
 
     policy = _policy(ctx)
     with open_store(ctx) as engine:
-        cands = drain_plan(engine, policy, cluster)
+        if as_of is not None:
+            from attribution.cli.replay import when
+            from attribution.store.backtest import plan_as_of
+
+            cands = plan_as_of(engine, policy, when("--as-of", as_of), cluster)
+        else:
+            cands = drain_plan(engine, policy, cluster)
     if as_json:
         click.echo(json.dumps([{"cluster": c.cluster, "node": c.node, "reason": c.reason, "score": c.score,
                                 "evidence": c.evidence} for c in cands], indent=2, default=str))

@@ -1,6 +1,7 @@
-"""The evidence kept for replay (docs/replay.md): job_evidence, one zlib-compressed JSON document per job (the
+"""History as a laboratory (docs/replay.md). The evidence kept for replay: job_evidence, one zlib-compressed JSON document per job (the
 lines a rule's prefilter flagged and the error-looking lines, with their locations; telemetry snapshots),
-deleted with its job.
+deleted with its job. The drain plan at any time: drain_candidates_at(as_of, policy_version), which the
+drain_candidates view calls with now().
 
 Revision ID: 0010
 Revises: 0009
@@ -10,12 +11,31 @@ Create Date: 2026-12-01
 from __future__ import annotations
 
 import sqlalchemy as sa
+from pathlib import Path
+
 from alembic import op
 
 revision = "0010"
 down_revision = "0009"
 branch_labels = None
 depends_on = None
+
+SQL = Path(__file__).resolve().parent.parent / "sql"
+VIEW_GRANT = """
+        DO $$ BEGIN
+          IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'attribution_reader') THEN
+            GRANT SELECT ON attribution.drain_candidates TO attribution_reader;
+          END IF;
+        END $$"""
+FUNCTION_GRANT = """
+        DO $$ BEGIN
+          IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'attribution_reader') THEN
+            GRANT EXECUTE ON FUNCTION attribution.drain_candidates_at(timestamptz, text) TO attribution_reader;
+          END IF;
+          IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'attribution_writer') THEN
+            GRANT EXECUTE ON FUNCTION attribution.drain_candidates_at(timestamptz, text) TO attribution_writer;
+          END IF;
+        END $$"""
 
 
 def upgrade() -> None:
@@ -39,7 +59,16 @@ def upgrade() -> None:
             GRANT SELECT, INSERT, UPDATE ON attribution.job_evidence TO attribution_writer;
           END IF;
         END $$""")
+    op.execute("DROP VIEW attribution.drain_candidates")
+    op.execute((SQL / "0010" / "50_drain_candidates.sql").read_text())
+    op.execute("REVOKE ALL ON FUNCTION attribution.drain_candidates_at(timestamptz, text) FROM PUBLIC")
+    op.execute(FUNCTION_GRANT)
+    op.execute(VIEW_GRANT)
 
 
 def downgrade() -> None:
+    op.execute("DROP VIEW attribution.drain_candidates")
+    op.execute("DROP FUNCTION attribution.drain_candidates_at(timestamptz, text)")
+    op.execute((SQL / "0003" / "50_drain_candidates.sql").read_text())
+    op.execute(VIEW_GRANT)
     op.drop_table("job_evidence", schema="attribution")

@@ -49,3 +49,24 @@ def failed_job_bundle(path: Path, job_id: str, node: str, kernel_lines: list[str
         "".join(f"[2026-03-10 08:0{i}:00] step {i} loss 1.0\n" for i in range(3)) + "".join(
             f"{ln}\n" for ln in job_lines))
     return path
+
+
+XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
+XID74 = ("NVRM: Xid (PCI:0000:3b:00): 74, pid=1234, name=python, NVLink: fatal error detected on link 3"
+         "(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)")
+TRACEBACK = ("Traceback (most recent call last):", '  File "train.py", line 3, in <module>',
+             "ValueError: bad shape")
+
+
+def drain_history(root: Path) -> list[Path]:
+    """A day on cluster `test` (8 GPUs per node, one node per job), 2026-03-10:
+    g01: job 201 00:00-02:00 Xid 79; job 202 05:00-07:00 Xid 79 again.
+    g02: job 211 01:00-03:00 Xid 74; job 212 08:00-10:00 Xid 74; job 213 12:00-14:00 Xid 74.
+    g03: job 221 and 222, application errors (a Traceback) 02:00-04:00 and 06:00-09:00."""
+    d = "2026-03-10T"
+    spec = [("201", "g01", "00:00", "02:00", [XID79], ()), ("202", "g01", "05:00", "07:00", [XID79], ()),
+            ("211", "g02", "01:00", "03:00", [XID74], ()), ("212", "g02", "08:00", "10:00", [XID74], ()),
+            ("213", "g02", "12:00", "14:00", [XID74], ()), ("221", "g03", "02:00", "04:00", [], TRACEBACK),
+            ("222", "g03", "06:00", "09:00", [], TRACEBACK)]
+    return [failed_job_bundle(root / job, job, node, kernel, start=f"{d}{s}:00Z", end=f"{d}{e}:00Z",
+                              job_lines=out) for job, node, s, e, kernel, out in spec]

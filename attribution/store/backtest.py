@@ -1,0 +1,155 @@
+"""The drain policy replayed on the stored history: the plan as it would have been at a past time, and a
+backtest over a period (when each node would have been drained, what that would have prevented and cost).
+
+Policies are staged into drain_policies/drain_conditions inside a transaction that is rolled back, so a backtest
+never changes the policy in force. See docs/replay.md.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import Connection, Engine, text
+
+from attribution.drain.policy import Candidate, DrainPolicy
+
+INFRA_SQL = "('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')"
+
+
+def stage_policy(conn: Connection, policy: DrainPolicy) -> None:
+    """Make `policy` known to drain_candidates_at by its version (in the caller's transaction)."""
+    new = conn.execute(text(
+        "INSERT INTO attribution.drain_policies (version, reason_prefix, caps, document) "
+        "VALUES (:v, :p, CAST(:caps AS jsonb), CAST(:doc AS jsonb)) ON CONFLICT (version) DO NOTHING RETURNING 1"),
+        {"v": policy.version, "p": policy.reason_prefix, "caps": json.dumps(policy.caps),
+         "doc": json.dumps(dict(policy.document), default=str)}).first()
+    if new is None:
+        return
+    conn.execute(text(
+        "INSERT INTO attribution.drain_conditions (policy_version, condition_id, kinds, per, distinct_by, "
+        "culprit_distinct, min_count, window_days, label, score) VALUES "
+        "(:v, :id, :kinds, :per, :distinct, :culprit, :min_count, :window_days, :label, :score)"),
+        [{"v": policy.version, "id": k.id, "kinds": list(k.kinds) or None, "per": k.per, "distinct": k.distinct,
+          "culprit": k.culprit_distinct, "min_count": k.min_count, "window_days": k.window_days, "label": k.label,
+          "score": k.score} for k in policy.conditions])
+
+
+def plan_at(conn: Connection, at: datetime, policy_version: str, cluster: str | None = None) -> list[Candidate]:
+    rows = conn.execute(text(
+        "SELECT cluster, node, reason, evidence, score FROM attribution.drain_candidates_at(:t, :v) "
+        "WHERE CAST(:c AS text) IS NULL OR cluster = :c ORDER BY score DESC, cluster, node"),
+        {"t": at, "v": policy_version, "c": cluster}).all()
+    return [Candidate(r[0], r[1], r[2], r[3], float(r[4])) for r in rows]
+
+
+def plan_as_of(engine: Engine, policy: DrainPolicy, at: datetime, cluster: str | None = None) -> list[Candidate]:
+    """The plan `policy` would have made at `at` from the evidence of up to then."""
+    with engine.connect() as conn:
+        with conn.begin() as tx:
+            stage_policy(conn, policy)
+            out = plan_at(conn, at, policy.version, cluster)
+            tx.rollback()
+    return out
+
+
+@dataclass
+class Drained:
+    cluster: str
+    node: str
+    at: datetime
+    reason: str
+    prevented_jobs: list[str] = field(default_factory=list)
+    prevented_gpu_hours: float = 0.0
+    node_hours: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"cluster": self.cluster, "node": self.node, "drained_at": self.at.isoformat().replace("+00:00", "Z"),
+                "reason": self.reason, "prevented_jobs": self.prevented_jobs,
+                "prevented_gpu_hours": round(self.prevented_gpu_hours, 3), "node_hours": round(self.node_hours, 3)}
+
+
+@dataclass
+class Backtest:
+    policy: str  # its version
+    label: str  # what the user named it (the file)
+    drained: list[Drained]
+
+    def totals(self) -> dict:
+        return {"nodes_drained": len(self.drained),
+                "prevented_failed_jobs": sum(len(d.prevented_jobs) for d in self.drained),
+                "prevented_gpu_hours": round(sum(d.prevented_gpu_hours for d in self.drained), 3),
+                "node_hours_drained": round(sum(d.node_hours for d in self.drained), 3)}
+
+    def to_dict(self) -> dict:
+        return {"policy": self.label, "version": self.policy, **self.totals(),
+                "nodes": [d.to_dict() for d in self.drained]}
+
+
+def _instants(conn: Connection, since: datetime, until: datetime, cluster: str | None) -> list[datetime]:
+    """The times the plan can change at: each infrastructure cause event and each job end in the period."""
+    rows = conn.execute(text(f"""
+        SELECT t FROM (
+          SELECT occurred_at AS t FROM attribution.events
+          WHERE occurred_at BETWEEN :s AND :u AND role = 'cause' AND node IS NOT NULL
+            AND coalesce(outcome, '') IN {INFRA_SQL} AND (CAST(:c AS text) IS NULL OR cluster = :c)
+          UNION
+          SELECT end_time FROM attribution.jobs
+          WHERE end_time BETWEEN :s AND :u AND (CAST(:c AS text) IS NULL OR cluster = :c)
+          UNION SELECT CAST(:s AS timestamptz)
+        ) x ORDER BY t"""), {"s": since, "u": until, "c": cluster}).all()
+    return [r[0] for r in rows]
+
+
+def _prevented(conn: Connection, d: Drained, until: datetime) -> None:
+    """Failed jobs that started on the node after the drain and whose verdict names it a culprit: the drain
+    would have kept them off it. GPU-hours: the whole job's GPUs x its run time."""
+    rows = conn.execute(text(f"""
+        SELECT j.job_id, coalesce(j.gpus_per_node, 1) * cardinality(j.nodes)
+                         * extract(epoch FROM j.end_time - j.start_time) / 3600.0
+        FROM attribution.jobs j JOIN attribution.verdicts v ON v.id = j.current_verdict_id
+        WHERE j.cluster = :c AND :n = ANY (v.culprit_nodes) AND v.outcome IN {INFRA_SQL}
+          AND j.start_time >= :t AND j.end_time <= :u
+        ORDER BY j.start_time, j.id"""), {"c": d.cluster, "n": d.node, "t": d.at, "u": until}).all()
+    d.prevented_jobs = [r[0] for r in rows]
+    d.prevented_gpu_hours = float(sum(r[1] for r in rows))
+    d.node_hours = max(0.0, (until - d.at).total_seconds() / 3600)
+
+
+def backtest(engine: Engine, policies: list[tuple[str, DrainPolicy]], since: datetime, until: datetime,
+             cluster: str | None = None) -> list[Backtest]:
+    """Replay each (label, policy) over [since, until]: a node is drained the first time the plan at that time
+    names it, and stays drained to the end of the period (node-hours drained = until - drain time)."""
+    out = []
+    with engine.connect() as conn:
+        with conn.begin() as tx:
+            for _, policy in policies:
+                stage_policy(conn, policy)
+            times = _instants(conn, since, until, cluster)
+            for label, policy in policies:
+                drained: dict[tuple[str, str], Drained] = {}
+                for t in times:
+                    for c in plan_at(conn, t, policy.version, cluster):
+                        if (c.cluster, c.node) not in drained:
+                            drained[(c.cluster, c.node)] = Drained(c.cluster, c.node, t, c.reason)
+                result = sorted(drained.values(), key=lambda d: (d.at, d.cluster, d.node))
+                for d in result:
+                    _prevented(conn, d, until)
+                out.append(Backtest(policy.version, label, result))
+            tx.rollback()
+    return out
+
+
+def render_text(results: list[Backtest]) -> str:
+    lines = []
+    for b in results:
+        t = b.totals()
+        lines.append(f"policy {b.label} ({b.version}): {t['nodes_drained']} node(s) drained, "
+                     f"{t['prevented_failed_jobs']} failed job(s) prevented ({t['prevented_gpu_hours']} GPU-hours), "
+                     f"{t['node_hours_drained']} node-hours drained")
+        for d in b.drained:
+            x = d.to_dict()
+            lines.append(f"  {d.cluster}/{d.node:<16} drained {x['drained_at']}  prevented {len(d.prevented_jobs)} "
+                         f"job(s), {x['prevented_gpu_hours']} GPU-hours; {x['node_hours']} node-hours  {d.reason}")
+    return "\n".join(lines)

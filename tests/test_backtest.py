@@ -1,0 +1,75 @@
+"""`drain plan --as-of` and `drain backtest` on a generated history whose answers are computed by hand."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from click.testing import CliRunner
+
+from attribution.cli import main
+from attribution.pipeline import ingest_bundle
+
+from .conftest import ROOT
+from .harness.replay import drain_history
+
+
+def _env(store):
+    return {"ATTRIBUTION_DATABASE_URL": store.url.render_as_string(hide_password=False)}
+
+
+def _ingest(ruleset, store, tmp_path):
+    verdicts = {}
+    for b in drain_history(tmp_path / "h"):
+        _, v = ingest_bundle(ruleset, store, b)
+        verdicts[b.name] = v.outcome
+    return verdicts
+
+
+def test_plan_as_of_names_the_node_once_its_evidence_is_stored_and_never_an_application_node(ruleset, store,
+                                                                                             tmp_path):
+    assert _ingest(ruleset, store, tmp_path) == {"201": "gpu_hardware", "202": "gpu_hardware", "211": "nvlink",
+                                                 "212": "nvlink", "213": "nvlink", "221": "application",
+                                                 "222": "application"}
+    env = _env(store)
+
+    def plan(at):
+        r = CliRunner().invoke(main, ["drain", "plan", "--as-of", at, "--json"], env=env)
+        assert r.exit_code == 0, r.output
+        return [c["node"] for c in json.loads(r.output)]
+
+    assert plan("2026-03-10T01:59:00Z") == []
+    assert plan("2026-03-10T03:00:00Z") == ["g01"]  # an hour after the Xid 79; one NVLink job on g02 is not two
+    assert plan("2026-03-10T10:00:00Z") == ["g01", "g02"]  # the second NVLink job on g02 (score 100 before 60)
+    assert plan("2026-03-20T00:00:00Z") == ["g01"]  # 10 days on: inside gpu-lost's 14 days, past nvlink's 7
+    assert plan("2026-03-30T00:00:00Z") == []  # 20 days on: every window past
+    assert plan("2026-03-10T23:59:00Z") == ["g01", "g02"]  # g03's application failures never count
+
+def test_backtest_gives_the_hand_computed_prevented_jobs_and_node_hours_for_two_policies(ruleset, store, tmp_path):
+    _ingest(ruleset, store, tmp_path)
+    shipped = yaml.safe_load((ROOT / "rules" / "drain-policy.yaml").read_text())
+    strict = dict(shipped, conditions=[dict(c, min_count=2) if c["id"] == "gpu-lost" else c
+                                       for c in shipped["conditions"]])
+    (tmp_path / "strict.yaml").write_text(yaml.safe_dump(strict, sort_keys=False))
+    r = CliRunner().invoke(main, ["drain", "backtest", "--policy", str(ROOT / "rules" / "drain-policy.yaml"),
+                                  "--policy", str(tmp_path / "strict.yaml"), "--since", "2026-03-10T00:00:00Z",
+                                  "--until", "2026-03-11T00:00:00Z", "--json"], env=_env(store))
+    assert r.exit_code == 0, r.output
+    shipped_r, strict_r = json.loads(r.output)["policies"]
+    # shipped: g01 out at 02:00 (job 201's Xid 79) -> job 202 (05:00-07:00, 8 GPUs x 2 h) prevented, 22 node-hours;
+    #          g02 out at 10:00 (second NVLink job, 212) -> job 213 (12:00-14:00) prevented, 14 node-hours
+    assert [(n["node"], n["drained_at"], n["prevented_jobs"], n["prevented_gpu_hours"], n["node_hours"])
+            for n in shipped_r["nodes"]] == [("g01", "2026-03-10T02:00:00Z", ["202"], 16.0, 22.0),
+                                              ("g02", "2026-03-10T10:00:00Z", ["213"], 16.0, 14.0)]
+    assert (shipped_r["nodes_drained"], shipped_r["prevented_failed_jobs"], shipped_r["prevented_gpu_hours"],
+            shipped_r["node_hours_drained"]) == (2, 2, 32.0, 36.0)
+    # strict (two Xid 79 needed): g01 out only at 07:00 (job 202's), nothing later to prevent, 17 node-hours
+    assert [(n["node"], n["drained_at"], n["prevented_jobs"], n["prevented_gpu_hours"], n["node_hours"])
+            for n in strict_r["nodes"]] == [("g01", "2026-03-10T07:00:00Z", [], 0.0, 17.0),
+                                             ("g02", "2026-03-10T10:00:00Z", ["213"], 16.0, 14.0)]
+    assert (strict_r["prevented_failed_jobs"], strict_r["node_hours_drained"]) == (1, 31.0)
+    # the backtest leaves the policy in force alone
+    with store.connect() as c:
+        from sqlalchemy import text
+
+        assert c.execute(text("SELECT count(*) FROM attribution.drain_policies")).scalar_one() == 0
