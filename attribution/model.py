@@ -193,3 +193,4 @@ class Verdict:
 
     def evidence_of_culprit(self, i: int) -> str:
         return self.culprit_evidence[i] if i < len(self.culprit_evidence) else "system"
+    cost: Mapping[str, object] | None = None  # what the failure lost (correlate.cost.failure_cost)

@@ -12,6 +12,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Iterable, Sequence
 
+from attribution.correlate.cost import failure_cost
 from attribution.correlate.explains import Placed, Relation
 from attribution.model import INFRASTRUCTURE_OUTCOMES, Coverage, Event, ExecutionContext, Symptom, Verdict
 from attribution.rulepack.values import CausalGraph, RuleSet
@@ -42,6 +43,7 @@ def _ref(ev: Event) -> str:
 def correlate(ruleset: RuleSet, ctx: ExecutionContext, events: Iterable[Event],
               coverage: Sequence[Coverage] = (), max_symptoms: int | None = None) -> Verdict:
     graph = ruleset.graph
+    events = list(events)
     lo, hi = job_window(ctx, graph)
     end_t = ctx.end.timestamp() if ctx.end else math.inf
     evs = sorted((e for e in events if e.role != "context" and in_window(e, lo, hi)), key=Event.sort_key)
@@ -100,6 +102,7 @@ def correlate(ruleset: RuleSet, ctx: ExecutionContext, events: Iterable[Event],
         rules_version=ruleset.version,
         causes=verdict_causes,
         culprit_evidence=culprit_evidence,
+        cost=failure_cost(ctx, events, outcome),
     )
 
 

@@ -81,10 +81,13 @@ def _drain_table(rows: list[dict]) -> str:
 def _gpu_hours_table(data: FleetData) -> str:
     rows = "".join(
         f'<tr><td>{esc(r["outcome"])}</td><td>{esc(r["cause"])}</td><td class="num">{r["jobs"]}</td>'
-        f'<td class="num">{float(r["gpu_hours"]):,.1f}</td><td class="num">{r["jobs_without_size"] or ""}</td></tr>'
+        f'<td class="num">{float(r["gpu_hours"]):,.1f}</td>'
+        f'<td class="num">{float(r.get("lost_gpu_hours") or 0):,.1f}</td>'
+        f'<td class="num">{r["jobs_without_size"] or ""}</td></tr>'
         for r in data.failed_gpu_hours)
     return ("<details><summary>as a table</summary><table id=\"gpu-hours-table\"><tr><th>outcome</th>"
             "<th>root cause</th><th class=\"num\">failed jobs</th><th class=\"num\">GPU-hours</th>"
+            "<th class=\"num\">lost GPU-hours (since the last checkpoint)</th>"
             "<th class=\"num\">jobs without GPU count or end</th></tr>" + rows + "</table></details>")
 
 

@@ -77,6 +77,7 @@ def verdict_to_dict(verdict: Verdict, symptom_limit: int | None = None) -> dict:
         "explanation": verdict.explanation,
         "coverage": [c.as_dict() for c in verdict.coverage],
         "rules_version": verdict.rules_version,
+        "cost": dict(verdict.cost) if verdict.cost is not None else None,
     }
 
 

@@ -42,8 +42,10 @@ SELECT coalesce(v.outcome, 'not attributed yet') AS outcome,
        coalesce(v.root_kind, '(no root cause event)') AS cause,
        count(*) AS jobs,
        coalesce(sum({GPU_HOURS}), 0)::float AS gpu_hours,
-       count(*) FILTER (WHERE v.gpus_per_node IS NULL OR v.job_end IS NULL) AS jobs_without_size
+       count(*) FILTER (WHERE v.gpus_per_node IS NULL OR v.job_end IS NULL) AS jobs_without_size,
+       coalesce(sum(l.gpu_hours_lost), 0)::float AS lost_gpu_hours
 FROM attribution.job_verdicts v
+LEFT JOIN attribution.lost_gpu_hours l ON l.verdict_id = v.verdict_id
 WHERE {FAILED} AND {JOB_TIME} >= :since AND {JOB_TIME} < :until
 GROUP BY 1, 2 ORDER BY gpu_hours DESC, jobs DESC, 1, 2"""
 

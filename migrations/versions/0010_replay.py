@@ -1,7 +1,7 @@
 """History as a laboratory (docs/replay.md). The evidence kept for replay: job_evidence, one zlib-compressed JSON document per job (the
 lines a rule's prefilter flagged and the error-looking lines, with their locations; telemetry snapshots),
 deleted with its job. The drain plan at any time: drain_candidates_at(as_of, policy_version), which the
-drain_candidates view calls with now().
+drain_candidates view calls with now(). What each failed job lost: the lost_gpu_hours view.
 
 Revision ID: 0010
 Revises: 0009
@@ -25,6 +25,9 @@ VIEW_GRANT = """
         DO $$ BEGIN
           IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'attribution_reader') THEN
             GRANT SELECT ON attribution.drain_candidates TO attribution_reader;
+            IF to_regclass('attribution.lost_gpu_hours') IS NOT NULL THEN
+              GRANT SELECT ON attribution.lost_gpu_hours TO attribution_reader;
+            END IF;
           END IF;
         END $$"""
 FUNCTION_GRANT = """
@@ -61,12 +64,14 @@ def upgrade() -> None:
         END $$""")
     op.execute("DROP VIEW attribution.drain_candidates")
     op.execute((SQL / "0010" / "50_drain_candidates.sql").read_text())
+    op.execute((SQL / "0010" / "60_lost_gpu_hours.sql").read_text())
     op.execute("REVOKE ALL ON FUNCTION attribution.drain_candidates_at(timestamptz, text) FROM PUBLIC")
     op.execute(FUNCTION_GRANT)
     op.execute(VIEW_GRANT)
 
 
 def downgrade() -> None:
+    op.execute("DROP VIEW attribution.lost_gpu_hours")
     op.execute("DROP VIEW attribution.drain_candidates")
     op.execute("DROP FUNCTION attribution.drain_candidates_at(timestamptz, text)")
     op.execute((SQL / "0003" / "50_drain_candidates.sql").read_text())
