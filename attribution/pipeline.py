@@ -81,6 +81,7 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     from attribution.extract.events import untrusted_time_dropped
     from attribution.reports.render import verdict_to_dict
     from attribution.store import in_transaction
+    from attribution.store.recurrence import render_with_recurrence
     from attribution.store.writer import IngestResult, JobSession
 
     check_storable(ctx, {e.node for e in events})
@@ -103,7 +104,7 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
         s.mark_pending()
         done = None
         if not s.contended and s.claim_attribution():  # alone: store and attribute in one transaction
-            done = s.attribute(ruleset, correlate, verdict_to_dict)
+            done = s.attribute(ruleset, correlate, render_with_recurrence(conn, s.job.id, ctx, verdict_to_dict))
         return s.job, new, linked, done
 
     job, new, linked, done = in_transaction(engine, store, deadline=deadline)
@@ -126,6 +127,7 @@ def attribute_pending(ruleset: RuleSet, engine, ctx: ExecutionContext, job, dead
     Also how a job left pending by a process that died between storing and attributing gets its verdict."""
     from attribution.reports.render import verdict_to_dict
     from attribution.store import in_transaction
+    from attribution.store.recurrence import render_with_recurrence
     from attribution.store.writer import JobSession
 
     def session(conn):
@@ -133,7 +135,8 @@ def attribute_pending(ruleset: RuleSet, engine, ctx: ExecutionContext, job, dead
 
     def attempt(conn):
         s = session(conn)
-        return s.attribute(ruleset, correlate, verdict_to_dict) if s.claim_attribution() else None
+        render = render_with_recurrence(conn, job.id, ctx, verdict_to_dict)
+        return s.attribute(ruleset, correlate, render) if s.claim_attribution() else None
 
     last = None
     changed = False

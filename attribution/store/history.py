@@ -53,6 +53,7 @@ def reattribute(engine: Engine, ruleset: RuleSet, since: datetime | None = None)
     from attribution.correlate.rootcause import in_window, job_window
     from attribution.replay.rederive import rederive
     from attribution.reports.render import verdict_to_dict
+    from attribution.store.recurrence import render_with_recurrence
 
     changes, n = replay(engine, ruleset, since)
     lo_hi = {}
@@ -68,7 +69,7 @@ def reattribute(engine: Engine, ruleset: RuleSet, since: datetime | None = None)
             d = rederive(ruleset, s.stored_context(), row["evidence"], s.coverage(), s.events())
             lo, hi = lo_hi.setdefault(ch.job_ref, job_window(ctx, ruleset.graph))
             s.add_events([e for e in d.events if in_window(e, lo, hi)])
-            s.save_verdict(d.verdict, verdict_to_dict(d.verdict))
+            s.save_verdict(d.verdict, render_with_recurrence(conn, s.job.id, ctx, verdict_to_dict)(d.verdict))
 
         in_transaction(engine, apply)
     return changes, n

@@ -1,7 +1,8 @@
 """History as a laboratory (docs/replay.md). The evidence kept for replay: job_evidence, one zlib-compressed JSON document per job (the
 lines a rule's prefilter flagged and the error-looking lines, with their locations; telemetry snapshots),
 deleted with its job. The drain plan at any time: drain_candidates_at(as_of, policy_version), which the
-drain_candidates view calls with now(). What each failed job lost: the lost_gpu_hours view.
+drain_candidates view calls with now(). What each failed job lost: the lost_gpu_hours view;
+workloads failing again on the same cause: failure_recurrence.
 
 Revision ID: 0010
 Revises: 0009
@@ -26,7 +27,7 @@ VIEW_GRANT = """
           IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'attribution_reader') THEN
             GRANT SELECT ON attribution.drain_candidates TO attribution_reader;
             IF to_regclass('attribution.lost_gpu_hours') IS NOT NULL THEN
-              GRANT SELECT ON attribution.lost_gpu_hours TO attribution_reader;
+              GRANT SELECT ON attribution.lost_gpu_hours, attribution.failure_recurrence TO attribution_reader;
             END IF;
           END IF;
         END $$"""
@@ -65,12 +66,14 @@ def upgrade() -> None:
     op.execute("DROP VIEW attribution.drain_candidates")
     op.execute((SQL / "0010" / "50_drain_candidates.sql").read_text())
     op.execute((SQL / "0010" / "60_lost_gpu_hours.sql").read_text())
+    op.execute((SQL / "0010" / "70_failure_recurrence.sql").read_text())
     op.execute("REVOKE ALL ON FUNCTION attribution.drain_candidates_at(timestamptz, text) FROM PUBLIC")
     op.execute(FUNCTION_GRANT)
     op.execute(VIEW_GRANT)
 
 
 def downgrade() -> None:
+    op.execute("DROP VIEW attribution.failure_recurrence")
     op.execute("DROP VIEW attribution.lost_gpu_hours")
     op.execute("DROP VIEW attribution.drain_candidates")
     op.execute("DROP FUNCTION attribution.drain_candidates_at(timestamptz, text)")

@@ -1,0 +1,49 @@
+"""Recurrence: a workload (job id and its requeues, one job array, of one user) failing again on the same root
+cause is flagged in its verdict and listed by the failure_recurrence view."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+from attribution.pipeline import ingest_bundle
+
+from .harness.replay import TRACEBACK, XID74, XID79, failed_job_bundle
+
+
+def _doc(store, job_id, start):
+    with store.connect() as c:
+        return c.execute(text(
+            "SELECT v.document FROM attribution.jobs j JOIN attribution.verdicts v ON v.id = j.current_verdict_id "
+            "WHERE j.job_id = :j AND j.start_time = :s"), {"j": job_id, "s": start}).scalar_one()
+
+
+def test_array_siblings_and_requeues_failing_on_the_same_cause_are_counted(ruleset, store, tmp_path):
+    def job(name, job_id, node, kernel=(), out=(), day="10", user="u"):
+        ingest_bundle(ruleset, store, failed_job_bundle(
+            tmp_path / name, job_id, node, list(kernel), start=f"2026-03-{day}T08:00:00Z",
+            end=f"2026-03-{day}T10:00:00Z", job_lines=tuple(out), user=user))
+
+    job("a1", "400_1", "g01", out=TRACEBACK)
+    job("a2", "400_2", "g02", out=TRACEBACK, day="11")
+    job("a3", "400_3", "g03", out=TRACEBACK, day="12")
+    job("other-user", "400_4", "g04", out=TRACEBACK, day="13", user="v")  # another user's: its own workload
+    job("r1", "500", "g05", kernel=[XID79])
+    job("r2", "500", "g06", kernel=[XID79], day="13")  # requeued (same id, days later), same cause elsewhere
+    job("r3", "500", "g07", kernel=[XID74], day="16")  # the same workload failing on another cause
+
+    assert _doc(store, "400_1", "2026-03-10T08:00:00Z")["recurrence"] is None
+    assert _doc(store, "400_2", "2026-03-11T08:00:00Z")["recurrence"] == {
+        "failure_number": 2, "earlier_jobs": ["400_1"],
+        "message": "second failure of this workload on the same cause (python_exception)"}
+    assert _doc(store, "400_3", "2026-03-12T08:00:00Z")["recurrence"] == {
+        "failure_number": 3, "earlier_jobs": ["400_1", "400_2"],
+        "message": "third failure of this workload on the same cause (python_exception)"}
+    assert _doc(store, "400_4", "2026-03-13T08:00:00Z")["recurrence"] is None
+    assert _doc(store, "500", "2026-03-13T08:00:00Z")["recurrence"]["failure_number"] == 2
+    assert _doc(store, "500", "2026-03-16T08:00:00Z")["recurrence"] is None
+    with store.connect() as c:
+        rows = c.execute(text("SELECT job_id, workload, root_kind, failure_number, first_job_id "
+                              "FROM attribution.failure_recurrence ORDER BY job_start")).all()
+    assert [tuple(r) for r in rows] == [("400_2", "400", "python_exception", 2, "400_1"),
+                                        ("400_3", "400", "python_exception", 3, "400_1"),
+                                        ("500", "500", "gpu_fallen_off_bus", 2, "500")]
