@@ -5,7 +5,7 @@ drain_candidates view calls with now(). What each failed job lost: the lost_gpu_
 workloads failing again on the same cause: failure_recurrence.
 
 Revision ID: 0010
-Revises: 0009
+Revises: 0008
 Create Date: 2026-12-01
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from alembic import op
 
 revision = "0010"
-down_revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
