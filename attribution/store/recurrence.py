@@ -37,9 +37,11 @@ def recurrence(conn: Connection, job_ref: int, ctx, verdict) -> dict | None:
 
 
 def render_with_recurrence(conn: Connection, job_ref: int, ctx, render):
-    """A verdict renderer (reports.render.verdict_to_dict) that adds `recurrence` to the document."""
+    """A verdict renderer (reports.render.verdict_to_dict) that adds `recurrence` to the document of a repeat."""
     def rendered(verdict) -> dict:
         doc = render(verdict)
-        doc["recurrence"] = recurrence(conn, job_ref, ctx, verdict)
+        again = recurrence(conn, job_ref, ctx, verdict)
+        if again is not None:  # only then: a first failure's document is the verdict as diagnosed offline
+            doc["recurrence"] = again
         return doc
     return rendered
