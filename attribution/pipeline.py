@@ -100,7 +100,7 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
         if evidence is not None:  # the lines kept for replay (docs/replay.md), with the events they gave
             from attribution.store.evidence import save_evidence
 
-            save_evidence(conn, s.job.id, evidence)
+            save_evidence(conn, s.job.job_id, s.job.id, evidence)
         s.mark_pending()
         done = None
         if not s.contended and s.claim_attribution():  # alone: store and attribute in one transaction
@@ -171,7 +171,7 @@ def ingest_bundle(ruleset: RuleSet, engine, bundle: Path):
 
     d = diagnose_bundle(ruleset, bundle)
     snaps, _ = collect_bundle_telemetry(Path(bundle), d.context.nodes)
-    kept = keep_bundle(Path(bundle), d.context, ruleset) if d.verdict.outcome != "none" else None
+    kept = keep_bundle(Path(bundle), d.context, ruleset, telemetry=snaps) if d.verdict.outcome != "none" else None
     return ingest(ruleset, engine, d.context, list(d.events), list(d.coverage), source="bundle", telemetry=snaps,
                   evidence=kept)
 

@@ -51,6 +51,9 @@ def _copy(tmp_path: Path) -> Path:
     ("store/reads.py", "from attribution.cli import diagnose", "The store uses the model"),
     ("node/spool.py", "from attribution.store import models", "The node agent never imports"),
     ("drain/policy.py", "import click", "Only the entry points"),
+    ("replay/diff.py", "import pathlib", "Template mining and verdict comparison are pure"),
+    ("replay/history.py", "from attribution.cli import main", "Only the entry points"),
+    ("store/evidence.py", "from attribution.replay import keep", "The store uses the model"),
 ])
 def test_a_forbidden_import_breaks_its_contract(tmp_path, module, line, contract):
     root = _copy(tmp_path)

@@ -38,7 +38,7 @@ def rules_diff(ctx: click.Context, new_pack: Path, since: str | None, as_json: b
     outcome, root cause or culprits would change, with totals by transition."""
     from attribution.replay.diff import render_text, report
     from attribution.rulepack.load import load_rules
-    from attribution.store.history import replay
+    from attribution.replay.history import replay
 
     pack = load_rules(new_pack)
     with open_store(ctx) as engine:
@@ -60,7 +60,7 @@ def reattribute_cmd(ctx: click.Context, since: str | None, rules_dir: Path | Non
     verdicts stay in the history; each records the pack version that made it)."""
     from attribution.replay.diff import render_text, report
     from attribution.rulepack.load import load_rules
-    from attribution.store.history import reattribute
+    from attribution.replay.history import reattribute
 
     pack = load_rules(rules_dir) if rules_dir else ruleset_of(ctx)
     with open_store(ctx) as engine:
@@ -81,7 +81,7 @@ def rules_suggest(ctx: click.Context, since: str | None, min_jobs: int, as_json:
     """Group the error-looking lines no rule matched in stored failed jobs into templates (Drain), ranked by
     failed GPU-hours and jobs, each with a rule skeleton (YAML, its example lines) to review."""
     from attribution.replay.suggest import mine, render_text
-    from attribution.store.history import unmatched_lines
+    from attribution.replay.history import unmatched_lines
 
     with open_store(ctx) as engine:
         lines = unmatched_lines(engine, ruleset_of(ctx), when("--since", since))

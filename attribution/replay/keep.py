@@ -1,15 +1,19 @@
 """The evidence kept for replay: from a bundle, the lines any rule's prefilter flagged and the error-looking lines
-(rules/replay/error-lines.txt), bounded per job, with their source, node, file and line number; plus the telemetry
-snapshots of nodes/<node>/telemetry/ when the bundle has them. See docs/replay.md.
+(rules/replay/error-lines.txt), bounded per job, with their source, node, file and line number; plus the counter
+snapshots (telemetry, spec/bundle.md) of every node, parsed (what the counter rules read, in the report payload's
+form: collect.telemetry.snapshot_to_json). See docs/replay.md.
 
 The document is plain JSON (compressed by the store). Replaying it (attribution.replay.rederive) writes the kept
-lines back at their line numbers, so the collectors read them exactly as they read the original files.
+lines back at their line numbers, so the collectors read them exactly as they read the original files, and runs
+the counter rules on the kept snapshots.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+from typing import Mapping
 
 from attribution.model import ExecutionContext
 from attribution.rulepack.load import Prefilter, RuleSet, default_rules_dir
@@ -20,7 +24,7 @@ ERROR_LINES_FILE = Path("replay") / "error-lines.txt"
 MAX_LINES = 2000
 MAX_BYTES = 1 << 20
 MAX_LINE_CHARS = 4096
-MAX_TELEMETRY_BYTES = 256 << 10
+MAX_TELEMETRY_BYTES = 4 << 20  # of snapshot JSON: ~20 KiB a node of 8 GPUs and 8 HCAs, ~1 KiB compressed
 READ_CHUNK = 8 << 20
 #: Flags of a kept line: flagged by a rule's prefilter, error-looking.
 PREFILTER, ERRORLIKE = "p", "e"
@@ -110,8 +114,10 @@ def _read_chunks(path: Path):
             rest = block[nl + 1:]
 
 
-def keep_bundle(bundle: Path, ctx: ExecutionContext, ruleset: RuleSet, limits: Limits = Limits()) -> dict:
-    """The evidence document of one bundle (see the module docstring)."""
+def keep_bundle(bundle: Path, ctx: ExecutionContext, ruleset: RuleSet, limits: Limits = Limits(),
+                telemetry: Mapping | None = None) -> dict:
+    """The evidence document of one bundle (see the module docstring); `telemetry` is its {node: (prolog,
+    epilog)} snapshots as collected (collect.telemetry.collect_bundle_telemetry)."""
     errorlike = errorlike_filter(ruleset.root)
     candidates: list[tuple[int, str, str | None, str, int, str, str]] = []  # (priority, ...)
     for source, node, location, path in bundle_files(Path(bundle), ctx):
@@ -140,31 +146,38 @@ def keep_bundle(bundle: Path, ctx: ExecutionContext, ruleset: RuleSet, limits: L
         f = files.setdefault((source, node, location), {"source": source, "node": node, "file": location,
                                                        "lines": []})
         f["lines"].append([lineno, text, flags])
-    return {"format": FORMAT, "rules_version": ruleset.version, "truncated": truncated,
-            "candidates": len(candidates), "files": list(files.values()),
-            "telemetry": keep_telemetry(Path(bundle), ctx, limits)}
+    doc = {"format": FORMAT, "rules_version": ruleset.version, "truncated": truncated,
+           "candidates": len(candidates), "files": list(files.values())}
+    return doc | keep_telemetry(telemetry or {}, limits)
 
 
-def keep_telemetry(bundle: Path, ctx: ExecutionContext, limits: Limits = Limits()) -> list[dict]:
-    """The files of nodes/<node>/telemetry/ as text, while they fit in the bound."""
-    out = []
+def keep_telemetry(telemetry: Mapping, limits: Limits = Limits()) -> dict:
+    """{"telemetry": {node: {phase: snapshot}}} for the nodes whose snapshots fit in the bound, in node order;
+    with "telemetry_truncated" when some did not."""
+    import json
+
+    from attribution.collect.telemetry import snapshot_to_json
+
+    out: dict[str, dict] = {}
     left = limits.telemetry_bytes
-    for node in ctx.nodes:
-        tdir = bundle / "nodes" / node / "telemetry"
-        if not tdir.is_dir():
+    cut = False
+    for node, pair in sorted(telemetry.items()):
+        phases = {s.phase: snapshot_to_json(s) for s in pair if s is not None}
+        size = len(json.dumps(phases, separators=(",", ":")))
+        if size > left:
+            cut = True
             continue
-        for p in sorted(q for q in tdir.rglob("*") if q.is_file()):
-            try:
-                raw = p.read_bytes()
-            except OSError:
-                continue
-            if len(raw) > left:
-                continue
-            left -= len(raw)
-            out.append({"node": node, "file": p.relative_to(bundle).as_posix(),
-                        "text": raw.decode("utf-8", errors="replace")})
-    return out
+        left -= size
+        out[node] = phases
+    return {"telemetry": out} | ({"telemetry_truncated": True} if cut else {})
 
 
-def line_count(doc: dict) -> int:
-    return sum(len(f["lines"]) for f in doc.get("files", ()))
+def kept_telemetry(doc: Mapping) -> dict:
+    """The kept snapshots as {node: (prolog, epilog)}, what the counter rules read."""
+    from attribution.collect.telemetry import snapshot_from_json
+
+    tel = doc.get("telemetry")
+    if not isinstance(tel, Mapping):
+        return {}
+    return {node: tuple(snapshot_from_json(phases[p]) if phases.get(p) else None for p in ("prolog", "epilog"))
+            for node, phases in tel.items()}

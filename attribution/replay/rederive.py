@@ -2,8 +2,9 @@
 
 The kept lines are written back at their line numbers into a scratch bundle (blank lines in between), so the
 collectors parse them exactly as they parsed the original files, and the locations (and so the fingerprints) of
-the events are the same. Events the kept evidence cannot give again (metric series, pieces sent by node agents:
-any event whose file is not among the kept files) are taken as stored.
+the events are the same. The counter rules run on the kept snapshots, so a node's telemetry events are the new
+pack's. Events the kept evidence cannot give again (metric series, pieces sent by node agents: any event whose
+file is not among the kept files, a telemetry event of a node without kept snapshots) are taken as stored.
 """
 
 from __future__ import annotations
@@ -46,11 +47,6 @@ def write_scratch_bundle(root: Path, ctx: ExecutionContext, doc: dict) -> None:
                 out.write("\n" * (lineno - at))
                 out.write(line.replace("\n", " ") + "\n")
                 at = lineno + 1
-    for t in doc.get("telemetry", ()):
-        rel = Path(t["file"])
-        if not rel.is_absolute() and ".." not in rel.parts:
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_text(t["text"], encoding="utf-8")
 
 
 def kept_files(doc: dict) -> set[str]:
@@ -65,18 +61,24 @@ def _file_of(location: str) -> str:
 def rederive(ruleset: RuleSet, ctx: ExecutionContext, doc: dict, coverage: Iterable[Coverage],
              stored_events: Iterable[Event] = ()) -> Rederived:
     """The events and verdict `ruleset` gives on the kept evidence, with the job's stored coverage."""
-    from attribution.pipeline import attribute, diagnose_bundle
+    from attribution.correlate.rootcause import correlate
+    from attribution.extract.counters import TELEMETRY_SOURCE
+    from attribution.pipeline import diagnose_bundle, telemetry_events
+    from attribution.replay.keep import kept_telemetry
 
     with tempfile.TemporaryDirectory(prefix="attribution-replay-") as tmp:
         root = Path(tmp) / "bundle"
         write_scratch_bundle(root, ctx, doc)
         d = diagnose_bundle(ruleset, root)
+    snaps = kept_telemetry(doc)
     files = kept_files(doc)
-    events = list(d.events)
+    events = list(d.events) + telemetry_events(ruleset, ctx, snaps)
     seen = {(e.rule, e.location, e.line) for e in events}
     for e in stored_events:
-        # not given by the kept files (another collector, a metric rule), or the scheduler's own (derived from ctx)
-        if e.source != "scheduler" and _file_of(e.location) not in files and (e.rule, e.location, e.line) not in seen:
+        # not given by the kept files (another collector, a metric rule), nor by the kept snapshots, nor the
+        # scheduler's own (derived from ctx)
+        given = e.source == "scheduler" or (e.source == TELEMETRY_SOURCE and e.node in snaps)
+        if not given and _file_of(e.location) not in files and (e.rule, e.location, e.line) not in seen:
             events.append(e)
     events.sort(key=Event.sort_key)
-    return Rederived(tuple(events), attribute(ruleset, ctx, events, list(coverage)))
+    return Rederived(tuple(events), correlate(ruleset, ctx, events, list(coverage)))

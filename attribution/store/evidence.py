@@ -1,5 +1,6 @@
-"""The evidence kept for replay (attribution.replay.keep): written in the transaction that stores the job's
-events, read back by `rules diff`, `reattribute` and `rules suggest`. Deleted with its job (ON DELETE CASCADE)."""
+"""The evidence kept for replay (attribution.replay.keep makes the document): written in the transaction that
+stores the job's events, read back by `rules diff`, `reattribute` and `rules suggest`. Deleted with its job (ON
+DELETE CASCADE). Keyed by (job_id, job_ref) like every per-job table."""
 
 from __future__ import annotations
 
@@ -21,23 +22,25 @@ def decode(blob: bytes) -> dict:
     return json.loads(zlib.decompress(bytes(blob)).decode("utf-8"))
 
 
-def save_evidence(conn: Connection, job_ref: int, doc: dict) -> None:
-    """Store (or replace: the latest bundle of a job holds all of it) the job's kept evidence."""
-    from attribution.replay.keep import line_count
+def line_count(doc: dict) -> int:
+    return sum(len(f["lines"]) for f in doc.get("files", ()))
 
+
+def save_evidence(conn: Connection, job_id: str, job_ref: int, doc: dict) -> None:
+    """Store (or replace: the latest bundle of a job holds all of it) the job's kept evidence."""
     blob, raw = encode(doc)
     conn.execute(text(
-        "INSERT INTO attribution.job_evidence (job_ref, format, lines, raw_bytes, truncated, document) "
-        "VALUES (:j, :f, :n, :r, :t, :d) ON CONFLICT (job_ref) DO UPDATE SET format = excluded.format, "
+        "INSERT INTO attribution.job_evidence (job_id, job_ref, format, lines, raw_bytes, truncated, document) "
+        "VALUES (:id, :j, :f, :n, :r, :t, :d) ON CONFLICT (job_id, job_ref) DO UPDATE SET format = excluded.format, "
         "lines = excluded.lines, raw_bytes = excluded.raw_bytes, truncated = excluded.truncated, "
         "document = excluded.document, stored_at = now()"),
-        {"j": job_ref, "f": int(doc.get("format", 1)), "n": line_count(doc), "r": raw,
+        {"id": job_id, "j": job_ref, "f": int(doc.get("format", 1)), "n": line_count(doc), "r": raw,
          "t": bool(doc.get("truncated")), "d": blob})
 
 
-def load_evidence(conn: Connection, job_ref: int) -> dict | None:
-    blob = conn.execute(text("SELECT document FROM attribution.job_evidence WHERE job_ref = :j"),
-                        {"j": job_ref}).scalar()
+def load_evidence(conn: Connection, job_id: str, job_ref: int) -> dict | None:
+    blob = conn.execute(text("SELECT document FROM attribution.job_evidence WHERE job_id = :id AND job_ref = :j"),
+                        {"id": job_id, "j": job_ref}).scalar()
     return None if blob is None else decode(blob)
 
 
@@ -55,7 +58,7 @@ def failed_jobs_with_evidence(conn: Connection, since=None, job_ref: int | None 
     rows = conn.execute(text(
         "SELECT j.id, j.cluster, j.job_id, j.start_time, j.end_time, j.context, j.nodes, j.gpus_per_node, "
         "v.id, v.outcome, v.root_kind, v.culprit_nodes, v.rules_version, ev.document "
-        "FROM attribution.jobs j JOIN attribution.job_evidence ev ON ev.job_ref = j.id "
+        "FROM attribution.jobs j JOIN attribution.job_evidence ev ON ev.job_id = j.job_id AND ev.job_ref = j.id "
         "JOIN attribution.verdicts v ON v.id = j.current_verdict_id "
         "WHERE v.outcome <> 'none' AND (CAST(:since AS timestamptz) IS NULL "
         "OR coalesce(j.end_time, j.start_time) >= CAST(:since AS timestamptz)) "

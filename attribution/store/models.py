@@ -376,13 +376,15 @@ __all__ = ["Base", "AlertCursor", "AlertKey", "SCHEMA", "Job", "Event", "JobEven
 
 
 class JobEvidence(Base):
-    """The lines kept for replay (docs/replay.md): one compressed JSON document per job, written with its evidence,
-    deleted with the job."""
+    """The evidence kept for replay (docs/replay.md): one compressed JSON document per job, written with its
+    evidence, deleted with the job. Keyed by the job id first, like every per-job table (on Citus it is
+    distributed by job_id and co-located with jobs)."""
 
     __tablename__ = "job_evidence"
+    __table_args__ = (PrimaryKeyConstraint("job_id", "job_ref"),)
 
-    job_ref: Mapped[int] = mapped_column(BigInteger, ForeignKey("attribution.jobs.id", ondelete="CASCADE"),
-                                         primary_key=True)
+    job_id: Mapped[str] = mapped_column(Text)
+    job_ref: Mapped[int] = mapped_column(BigInteger, ForeignKey("attribution.jobs.id", ondelete="CASCADE"))
     stored_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
     format: Mapped[int] = mapped_column(SmallInteger)
     lines: Mapped[int] = mapped_column(Integer)

@@ -1,8 +1,8 @@
-"""History as a laboratory (docs/replay.md). The evidence kept for replay: job_evidence, one zlib-compressed JSON document per job (the
-lines a rule's prefilter flagged and the error-looking lines, with their locations; telemetry snapshots),
-deleted with its job. The drain plan at any time: drain_candidates_at(as_of, policy_version), which the
-drain_candidates view calls with now(). What each failed job lost: the lost_gpu_hours view;
-workloads failing again on the same cause: failure_recurrence.
+"""History as a laboratory (docs/replay.md). The evidence kept for replay: job_evidence, one zlib-compressed JSON
+document per job (the lines a rule's prefilter flagged and the error-looking lines, with their locations; the
+parsed telemetry snapshots), keyed by (job_id, job_ref), deleted with its job. The drain plan at any time:
+drain_candidates_at(as_of, policy_version), which the drain_candidates view calls with now(). What each failed job
+lost: the lost_gpu_hours view; workloads failing again on the same cause: failure_recurrence.
 
 Revision ID: 0010
 Revises: 0008
@@ -45,6 +45,7 @@ FUNCTION_GRANT = """
 def upgrade() -> None:
     op.create_table(
         "job_evidence",
+        sa.Column("job_id", sa.Text(), nullable=False),
         sa.Column("job_ref", sa.BigInteger(), nullable=False),
         sa.Column("stored_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
         sa.Column("format", sa.SmallInteger(), nullable=False),
@@ -52,11 +53,23 @@ def upgrade() -> None:
         sa.Column("raw_bytes", sa.Integer(), nullable=False),
         sa.Column("truncated", sa.Boolean(), nullable=False),
         sa.Column("document", sa.LargeBinary(), nullable=False),
-        sa.ForeignKeyConstraint(["job_ref"], ["attribution.jobs.id"], ondelete="CASCADE",
-                                name="fk_job_evidence_job_ref_jobs"),
-        sa.PrimaryKeyConstraint("job_ref", name="pk_job_evidence"),
+        sa.PrimaryKeyConstraint("job_id", "job_ref", name="pk_job_evidence"),
         schema="attribution",
     )
+    # A per-job table: keyed by job_id first (on Citus, distributed by job_id beside jobs). Its key to jobs follows
+    # jobs' own: (job_id, id) where the distributable schema (0007) made that the primary key, else id.
+    op.execute("""
+        DO $$ BEGIN
+          IF (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_constraint c
+              JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
+              WHERE c.conrelid = 'attribution.jobs'::regclass AND c.contype = 'p') = ARRAY['id', 'job_id'] THEN
+            ALTER TABLE attribution.job_evidence ADD CONSTRAINT fk_job_evidence_job_id_job_ref_jobs
+              FOREIGN KEY (job_id, job_ref) REFERENCES attribution.jobs (job_id, id) ON DELETE CASCADE;
+          ELSE
+            ALTER TABLE attribution.job_evidence ADD CONSTRAINT fk_job_evidence_job_ref_jobs
+              FOREIGN KEY (job_ref) REFERENCES attribution.jobs (id) ON DELETE CASCADE;
+          END IF;
+        END $$""")
     op.execute("""
         DO $$ BEGIN
           IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'attribution_writer') THEN

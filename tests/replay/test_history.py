@@ -15,8 +15,8 @@ from attribution.rulepack.load import Prefilter
 from attribution.scope.bundle import load_context
 from attribution.store.evidence import decode, evidence_size
 
-from .conftest import INCIDENTS, ROOT
-from .harness.replay import UNKNOWN_LINE, failed_job_bundle, pack_with_new_rule
+from tests.conftest import CASES, INCIDENTS, ROOT
+from tests.harness.replay import UNKNOWN_LINE, failed_job_bundle, pack_with_new_rule
 
 XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
 
@@ -46,8 +46,6 @@ def test_ingest_keeps_flagged_and_error_looking_lines_compressed_and_deletes_the
                                                                                               tmp_path):
     b = failed_job_bundle(tmp_path / "b", "101", "g01", [UNKNOWN_LINE, XID79],
                           job_lines=("Traceback (most recent call last):", "ValueError: bad shape"))
-    (b / "nodes" / "g01" / "telemetry").mkdir()
-    (b / "nodes" / "g01" / "telemetry" / "nvidia-smi.csv").write_text("index,temp\n0,41\n")
     result, verdict = ingest_bundle(ruleset, store, b)
     with store.begin() as c:
         row = c.execute(text("SELECT lines, raw_bytes, truncated, document FROM attribution.job_evidence "
@@ -58,11 +56,64 @@ def test_ingest_keeps_flagged_and_error_looking_lines_compressed_and_deletes_the
         assert got == {("nodes/g01/kernel.log", 2, "e"), ("nodes/g01/kernel.log", 3, "p"),
                        ("job/slurm-101.out", 4, "e"), ("job/slurm-101.out", 5, "p")}
         assert row.lines == 4 and not row.truncated
-        assert doc["telemetry"] == [{"node": "g01", "file": "nodes/g01/telemetry/nvidia-smi.csv",
-                                     "text": "index,temp\n0,41\n"}]
+        assert doc["telemetry"] == {}  # the bundle has no snapshots
         assert evidence_size(c)["jobs"] == 1
         c.execute(text("DELETE FROM attribution.jobs WHERE id = :j"), {"j": result.job.id})
         assert evidence_size(c) == {"jobs": 0, "lines": 0, "raw_bytes": 0, "stored_bytes": 0}
+
+
+CASE19 = CASES / "19-ecc-counters-grew-nccl-errors-only"
+
+
+def test_the_counter_snapshots_are_kept_parsed_and_a_pack_replays_its_counter_rules_on_them(ruleset, store,
+                                                                                            tmp_path):
+    """Case 19's fault shows only in the counters (dram_uncorrectable 0 -> 2 on ash-h100-02's GPU 0000:61:00):
+    a pack whose counter rules want an increase of 5 re-derives, from the kept snapshots, what the case's notes
+    say the verdict is without them: the NET/IB hint, network, no culprit."""
+    import shutil
+
+    import yaml
+
+    result, verdict = ingest_bundle(ruleset, store, CASE19)
+    assert verdict.outcome == "gpu_hardware"
+    with store.begin() as c:
+        doc = decode(c.execute(text("SELECT document FROM attribution.job_evidence WHERE job_ref = :j"),
+                               {"j": result.job.id}).scalar_one())
+    assert sorted(doc["telemetry"]) == ["ash-h100-01", "ash-h100-02"] and "telemetry_truncated" not in doc
+    assert all(sorted(p) == ["epilog", "prolog"] for p in doc["telemetry"].values())
+    gpu = {p: doc["telemetry"]["ash-h100-02"][p]["gpus"]["0000:61:00"] for p in ("prolog", "epilog")}
+    assert (gpu["prolog"]["ecc.volatile.dram_uncorrectable"], gpu["epilog"]["ecc.volatile.dram_uncorrectable"]) == (
+        0.0, 2.0)
+
+    pack = tmp_path / "pack"
+    shutil.copytree(ROOT / "rules", pack)
+    counters = yaml.safe_load((pack / "counters.yaml").read_text())
+    for r in counters["rules"]:
+        if r["id"] in ("counters.gpu_uncorrectable_ecc", "counters.gpu_remapped_rows_uncorrectable"):
+            r["min_increase"] = 5
+    (pack / "counters.yaml").write_text(yaml.safe_dump(counters, sort_keys=False, width=1000))
+    r = CliRunner().invoke(main, ["rules", "diff", str(pack), "--json"], env=_env(store))
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["totals"] == [{"transition": "gpu_hardware -> network", "jobs": 1}]
+    (job,) = out["jobs"]
+    assert job["before"] == {"outcome": "gpu_hardware", "root_cause": "gpu_ecc_counter", "root_node": "ash-h100-02",
+                             "culprits": ["ash-h100-02"]}
+    assert (job["after"]["outcome"], job["after"]["culprits"]) == ("network", [])
+    assert json.loads(CliRunner().invoke(main, ["rules", "diff", str(ROOT / "rules"), "--json"],
+                                         env=_env(store)).output)["changed"] == 0
+
+
+def test_kept_snapshots_are_bounded_per_job(tmp_path):
+    from attribution.collect.telemetry import collect_bundle_telemetry
+    from attribution.replay.keep import keep_telemetry, kept_telemetry
+
+    snaps, _ = collect_bundle_telemetry(CASE19, ("ash-h100-01", "ash-h100-02"))
+    whole = keep_telemetry(snaps)
+    size = len(json.dumps(whole["telemetry"]["ash-h100-01"], separators=(",", ":")))
+    one = keep_telemetry(snaps, Limits(telemetry_bytes=size))
+    assert sorted(one["telemetry"]) == ["ash-h100-01"] and one["telemetry_truncated"] is True
+    assert kept_telemetry(whole) == snaps  # the parsed snapshots come back as they were collected
 
 
 def test_a_completed_job_keeps_no_evidence(ruleset, store, tmp_path):

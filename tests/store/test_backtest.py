@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from attribution.cli import main
 from attribution.pipeline import ingest_bundle
 
-from .conftest import ROOT
-from .harness.replay import drain_history
+from tests.conftest import ROOT
+from tests.harness.replay import drain_history
 
 
 def _env(store):
@@ -83,7 +83,7 @@ def test_plan_as_of_an_hour_after_each_gpu_lost_incident_names_its_node_and_noth
 
     from attribution.scope.bundle import load_context
 
-    from .conftest import INCIDENTS, bundles
+    from tests.conftest import INCIDENTS, bundles
 
     chosen = bundles(INCIDENTS) + [ROOT / "tests" / "realworld" / "09-socket-reset-by-peer-symptom-of-peer-xid79"]
     gpu_lost, innocent, times = [], set(), []

@@ -7,7 +7,7 @@ from sqlalchemy import text
 
 from attribution.pipeline import ingest_bundle
 
-from .harness.replay import TRACEBACK, XID74, XID79, failed_job_bundle
+from tests.harness.replay import TRACEBACK, XID74, XID79, failed_job_bundle
 
 
 def _doc(store, job_id, start):

@@ -11,7 +11,7 @@ from attribution.pipeline import diagnose_bundle, ingest_bundle
 from attribution.reports.render import verdict_to_dict
 from attribution.store.reports import fleet_data
 
-from .harness.replay import TRACEBACK, XID79, failed_job_bundle
+from tests.harness.replay import TRACEBACK, XID79, failed_job_bundle
 
 # jobs run 08:00-10:00 on one node of 8 GPUs: 16 GPU-hours held
 MEGATRON_0900 = "[2026-03-10 09:00:00] successfully saved checkpoint at iteration     500 to /ckpt"
