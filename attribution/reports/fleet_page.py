@@ -91,6 +91,20 @@ def _gpu_hours_table(data: FleetData) -> str:
             "<th class=\"num\">jobs without GPU count or end</th></tr>" + rows + "</table></details>")
 
 
+def _recurrence_table(rows: list[dict]) -> str:
+    if not rows:
+        return ('<p class="muted" id="recurring-failures">No workload failed again on the same cause in this '
+                'period.</p>')
+    body = "".join(
+        f'<tr><td><b>{esc(r["workload"])}</b> <span class="muted">{esc(r["cluster"])}</span></td>'
+        f'<td>{esc(r["user_name"] or "")}</td><td>{esc(r["outcome"])}</td><td>{esc(r["root_kind"])}</td>'
+        f'<td class="num">{r["failures"]}</td><td>{esc(r["first_job_id"])}</td><td>{esc(r["last_job_id"])}</td>'
+        f'<td class="num">{float(r["repeats_lost_gpu_hours"]):,.1f}</td></tr>' for r in rows)
+    return ('<table id="recurring-failures"><tr><th>workload</th><th>user</th><th>outcome</th><th>root cause</th>'
+            '<th class="num">failures on this cause</th><th>first job</th><th>latest job</th>'
+            '<th class="num">lost GPU-hours of the repeats in this period</th></tr>' + body + "</table>")
+
+
 EXTRA_CSS = """
 <style>
 .stats { display:flex; flex-wrap:wrap; gap: 12px; margin: 12px 0 4px; }
@@ -141,7 +155,11 @@ are those whose root cause was that fault on that node.</p>
 <h2>Failed GPU-hours by cause</h2>
 <div class="chart" id="chart-gpu-hours"></div>
 {_gpu_hours_table(data)}
+<h2>Workloads failing again on the same cause</h2>
+<p class="muted">A workload is a user's job id on a cluster with its requeues, or one job array; the cause is the
+root cause's outcome, kind and code.</p>
+{_recurrence_table(data.recurring_failures)}
 <footer>attribution fleet report · generated {esc(stamp)} · from the views job_verdicts, node_faults_weekly,
-recurring_faults, fault_events, drain_candidates</footer>
+recurring_faults, fault_events, drain_candidates, lost_gpu_hours, failure_recurrence</footer>
 </main>"""
     return document(f"Fleet report {_day(data.since)} to {_day(last_day)}", body, specs, bundle)

@@ -1,7 +1,7 @@
 """The SQL of the HTML reports: the fleet report over the public views, and one stored job for its timeline.
 
 The fleet report reads only the views of spec/store.md (job_verdicts, fault_events, node_faults_weekly,
-recurring_faults, drain_candidates), all in one REPEATABLE READ snapshot so its numbers agree with each other.
+recurring_faults, drain_candidates, lost_gpu_hours, failure_recurrence), all in one REPEATABLE READ snapshot so its numbers agree with each other.
 A stored job's timeline reads the job's current verdict document and the events linked to the job.
 """
 
@@ -86,6 +86,20 @@ JOIN attribution.recurring_faults r
 WHERE e.occurred_at >= :since AND e.occurred_at < :until AND e.role <> 'symptom'
 GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"""
 
+#: Workloads that failed again on the same cause in the period (failure_recurrence), with what the repeats lost.
+RECURRING_FAILURES = """
+SELECT r.cluster, r.user_name, r.workload, r.outcome, r.root_kind,
+       max(r.failure_number) AS failures, min(r.first_job_id) AS first_job_id,
+       (array_agg(r.job_id ORDER BY r.job_start DESC, r.job_ref DESC))[1] AS last_job_id,
+       count(*) AS repeats_in_period,
+       coalesce(sum(l.gpu_hours_lost), 0)::float AS repeats_lost_gpu_hours
+FROM attribution.failure_recurrence r
+LEFT JOIN attribution.lost_gpu_hours l ON l.job_ref = r.job_ref
+WHERE coalesce(r.job_end, r.job_start) >= :since AND coalesce(r.job_end, r.job_start) < :until
+GROUP BY r.cluster, r.user_name, r.workload, r.outcome, r.root_kind
+ORDER BY failures DESC, repeats_lost_gpu_hours DESC, r.cluster, r.workload, r.root_kind
+LIMIT :limit"""
+
 DRAIN_CANDIDATES = """
 SELECT d.cluster, d.node, d.reason, d.evidence, d.score
 FROM attribution.drain_candidates d
@@ -132,6 +146,7 @@ class FleetData:
     recurring_gpus: list[dict] = field(default_factory=list)
     recurring_weekly: list[dict] = field(default_factory=list)
     drain_candidates: list[dict] = field(default_factory=list)
+    recurring_failures: list[dict] = field(default_factory=list)
 
 
 def _rows(conn: Connection, sql: str, **params) -> list[dict]:
@@ -154,6 +169,7 @@ def fleet_data(engine: Engine, weeks: int = 8, until: datetime | None = None, to
             recurring_gpus=_rows(conn, RECURRING_GPUS, since=since, limit=top),
             recurring_weekly=_rows(conn, RECURRING_WEEKLY, **p),
             drain_candidates=_rows(conn, DRAIN_CANDIDATES, limit=200),
+            recurring_failures=_rows(conn, RECURRING_FAILURES, **p, limit=top),
         )
 
 

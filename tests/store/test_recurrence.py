@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
+from datetime import datetime, timezone
+
 from attribution.pipeline import ingest_bundle
+from attribution.reports.fleet_page import fleet_html
+from attribution.store.reports import fleet_data
 
 from tests.harness.replay import TRACEBACK, XID74, XID79, failed_job_bundle
 
@@ -47,3 +51,17 @@ def test_array_siblings_and_requeues_failing_on_the_same_cause_are_counted(rules
     assert [tuple(r) for r in rows] == [("400_2", "400", "python_exception", 2, "400_1"),
                                         ("400_3", "400", "python_exception", 3, "400_1"),
                                         ("500", "500", "gpu_fallen_off_bus", 2, "500")]
+
+    # the fleet report of the two weeks 2026-03-09 to 03-22: the two workloads, the one failing most first; each
+    # repeat ran 2 h on 8 GPUs and saved no checkpoint: 16 GPU-hours lost each
+    data = fleet_data(store, weeks=2, until=datetime(2026, 3, 16, 12, tzinfo=timezone.utc))
+    assert [(r["workload"], r["user_name"], r["outcome"], r["root_kind"], r["failures"], r["first_job_id"],
+             r["last_job_id"], r["repeats_in_period"], r["repeats_lost_gpu_hours"]) for r in data.recurring_failures] == [
+        ("400", "u", "application", "python_exception", 3, "400_1", "400_3", 2, 32.0),
+        ("500", "u", "gpu_hardware", "gpu_fallen_off_bus", 2, "500", "500", 1, 16.0)]
+    page = fleet_html(data, bundle="")
+    table = page.split('<table id="recurring-failures">', 1)[1].split("</table>", 1)[0]
+    assert table.count("<tr>") == 3 and "<td>400_3</td>" in table and '<td class="num">32.0</td>' in table
+    later = fleet_data(store, weeks=1, until=datetime(2026, 3, 30, 12, tzinfo=timezone.utc))
+    assert later.recurring_failures == []
+    assert 'id="recurring-failures">No workload failed again' in fleet_html(later, bundle="")
