@@ -80,9 +80,16 @@ def db_status(ctx: click.Context) -> None:
     from attribution.store import migrate
     from attribution.store.db import describe
 
+    from attribution.store.evidence import evidence_size
+
     with open_store(ctx, auto_migrate=False) as engine:
         click.echo(f"database  {describe(engine.url)}")
         click.echo(f"revision  {migrate.current(engine) or '(empty)'} (newest {migrate.head()})")
+        with engine.connect() as conn:
+            size = evidence_size(conn)
+        if size is not None:
+            click.echo(f"kept for replay  {size['jobs']} job(s), {size['lines']} line(s), "
+                       f"{size['raw_bytes'] / 1e6:.1f} MB ({size['stored_bytes'] / 1e6:.1f} MB compressed)")
 
 
 @db.command("start")

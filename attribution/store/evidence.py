@@ -44,8 +44,13 @@ def load_evidence(conn: Connection, job_id: str, job_ref: int) -> dict | None:
     return None if blob is None else decode(blob)
 
 
-def evidence_size(conn: Connection) -> dict:
-    """Jobs with kept evidence, lines, bytes before and after compression."""
+def evidence_size(conn: Connection) -> dict | None:
+    """Jobs with kept evidence, lines, bytes before and after compression; None where the table is not there
+    (an older schema) or this role may not read it."""
+    if not conn.execute(text(
+            "SELECT to_regclass('attribution.job_evidence') IS NOT NULL "
+            "AND has_table_privilege('attribution.job_evidence', 'SELECT')")).scalar():
+        return None
     r = conn.execute(text(
         "SELECT count(*), coalesce(sum(lines), 0), coalesce(sum(raw_bytes), 0), "
         "coalesce(sum(octet_length(document)), 0) FROM attribution.job_evidence")).one()

@@ -61,6 +61,7 @@ def test_ingest_twice_then_status(home):
     assert " 0 new event(s), verdict unchanged" in again.stdout
     st = run(home, "db", "status")
     assert st.returncode == 0 and f"revision  {head()} (newest {head()})" in st.stdout
+    assert "kept for replay  1 job(s), " in st.stdout  # the failed job's evidence (docs/replay.md)
 
 
 @pytest.mark.slow
