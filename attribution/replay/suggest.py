@@ -116,10 +116,11 @@ def near_miss(t: Template, others: list[Unmatched]) -> tuple[str | None, bool]:
         if PARAM in tok or not re.fullmatch(r"[A-Za-z][\w-]*[.,:;]?", tok):
             continue
         word = tok.rstrip(".,:;")
-        at = line.rfind(word)
-        if at < 0:
+        found = list(re.finditer(r"(?<!\S)" + re.escape(word) + r"(?=[.,:;]?(?:\s|$))", line))
+        if not found:
             continue
-        other = line[:at] + ("ok" if word != "ok" else "fine") + line[at + len(word):]
+        at = found[-1]
+        other = line[:at.start()] + ("ok" if word != "ok" else "fine") + line[at.end():]
         if not _matches(pattern, other):
             return other, False
     return None, False

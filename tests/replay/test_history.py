@@ -215,6 +215,11 @@ def test_rules_suggest_finds_the_two_recurring_unmatched_messages_in_order(rules
     assert first["template"] == "NVRM: <*> thermal interlock tripped at <*> C, throttling failed"
     assert second["template"] == "trainer: fatal: shard <*> checksum mismatch in <*>"
     assert len(first["examples"]) == 3 and all("thermal interlock" in e["line"] for e in first["examples"])
+    # no other kept line shares half of either template's words: each near-miss is its first example with the
+    # last literal word changed
+    assert (first["near_miss_from_fleet"], second["near_miss_from_fleet"]) == (False, False)
+    assert first["near_miss"] == first["examples"][0]["line"].replace("throttling failed", "throttling ok")
+    assert second["near_miss"] == second["examples"][0]["line"].replace("mismatch in", "mismatch ok")
 
     pack = tmp_path / "pack"
     import shutil

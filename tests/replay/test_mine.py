@@ -78,3 +78,4 @@ def test_every_message_fits_its_template(messages):
         template = by_id[cid].tokens
         assert len(template) == len(tokens)
         assert all(t == PARAM or t == w for t, w in zip(template, tokens))
+
