@@ -5,7 +5,7 @@ drain_candidates_at(as_of, policy_version), which the drain_candidates view call
 lost: the lost_gpu_hours view; workloads failing again on the same cause: failure_recurrence.
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0006
 Create Date: 2026-12-01
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from alembic import op
 
 revision = "0010"
-down_revision = "0008"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
@@ -90,6 +90,6 @@ def downgrade() -> None:
     op.execute("DROP VIEW attribution.lost_gpu_hours")
     op.execute("DROP VIEW attribution.drain_candidates")
     op.execute("DROP FUNCTION attribution.drain_candidates_at(timestamptz, text)")
-    op.execute((SQL / "0003" / "50_drain_candidates.sql").read_text())
+    op.execute((SQL / "0006" / "50_drain_candidates.sql").read_text())
     op.execute(VIEW_GRANT)
     op.drop_table("job_evidence", schema="attribution")

@@ -1,7 +1,9 @@
 -- The nodes a drain policy (rules/drain-policy.yaml, loaded into drain_policies/drain_conditions by
 -- `attribution drain plan|apply`) would drain at a time: one row per node, with a reason fit for Slurm's Reason field,
 -- the evidence (every condition met, its events and jobs) and a score (the sum of the met conditions' scores).
--- Only infrastructure causes count; evidence older than a condition's window, or from before the node was
+-- Only infrastructure causes count, and only system-written evidence (kernel, Fabric Manager, scheduler state,
+-- telemetry): an event from job output, or a culprit that only job output names, never drains a node
+-- (spec/verdict.md "Evidence a user could have written"). Evidence older than a condition's window, or from before the node was
 -- resumed (`attribution drain resume`), does not. `attribution drain plan` is a SELECT from this view.
 -- The view is the plan now; `attribution drain plan --as-of T` and `drain backtest` call the function with a past
 -- time (and a policy version): evidence after T does not count, nor a resume after T. Events already marked
@@ -25,7 +27,7 @@ WITH policy AS (
      -- the widest window, as a constant for the planner: only the partitions and index range it covers are read
      AND e.occurred_at >= as_of - make_interval(days => (SELECT max(window_days) FROM cond))
      AND e.occurred_at <= as_of
-     AND e.role = 'cause' AND e.handled_at IS NULL AND e.node IS NOT NULL
+     AND e.role = 'cause' AND e.handled_at IS NULL AND e.node IS NOT NULL AND e.evidence = 'system'
      AND coalesce(e.outcome, '') IN ('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')
     LEFT JOIN attribution.job_events je ON je.event_id = e.id AND je.event_time = e.occurred_at
     WHERE c.kinds IS NOT NULL
@@ -56,9 +58,9 @@ WITH policy AS (
     JOIN attribution.jobs j ON j.end_time >= as_of - make_interval(days => c.window_days) AND j.end_time <= as_of
      AND j.end_time >= as_of - make_interval(days => (SELECT max(window_days) FROM cond))
     JOIN attribution.verdicts v ON v.id = j.current_verdict_id
-    CROSS JOIN LATERAL unnest(v.culprit_nodes) AS n(node)
+    CROSS JOIN LATERAL unnest(v.culprit_nodes, v.culprit_evidence) AS n(node, evidence)
     LEFT JOIN attribution.node_resumes r ON r.cluster = j.cluster AND r.node = n.node
-    WHERE c.culprit_distinct IS NOT NULL
+    WHERE c.culprit_distinct IS NOT NULL AND n.evidence = 'system'
       AND v.outcome IN ('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')
       AND j.end_time > coalesce(CASE WHEN r.resumed_at <= as_of THEN r.resumed_at END, '-infinity')
     GROUP BY j.cluster, n.node, c.condition_id, c.label, c.score, c.reason_prefix, c.culprit_distinct, c.min_count
