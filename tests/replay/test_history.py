@@ -9,13 +9,16 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from attribution.cli import main
+from attribution.drain.policy import load_policy
 from attribution.pipeline import ingest_bundle
+from attribution.store import drain as sd
 from attribution.replay.keep import Limits, flagged_lines, keep_bundle
 from attribution.rulepack.load import Prefilter
 from attribution.scope.bundle import load_context
 from attribution.store.evidence import decode, evidence_size
 
 from tests.conftest import CASES, INCIDENTS, ROOT
+from tests.harness.logs import write_context
 from tests.harness.replay import UNKNOWN_LINE, failed_job_bundle, pack_with_new_rule
 
 XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus."
@@ -238,3 +241,38 @@ def test_rules_suggest_finds_the_two_recurring_unmatched_messages_in_order(rules
     heads = [ln for ln in txt.splitlines() if ln.startswith("# ") and ". [" in ln]
     assert heads == ["# 1. [kernel] NVRM: <*> thermal interlock tripped at <*> C, throttling failed",
                      "# 2. [job] trainer: fatal: shard <*> checksum mismatch in <*>"]
+
+
+def test_reattribute_keeps_the_trust_marks_of_job_output_evidence(ruleset, store, tmp_path):
+    """Issue 18 meets issue 20: a job whose output claims a node failure on g02 while g01's kernel logged a fault
+    only the new pack knows. Before: the culprit g02 rests on job output. After reattribute: the new verdict's
+    root culprit g01 rests on system-written evidence, g02 still on job output, the job-output event stays marked
+    job_output, and the drain plan never names g02."""
+    b = failed_job_bundle(tmp_path / "t", "301", "g01", [UNKNOWN_LINE],
+                          job_lines=("srun: error: Node failure on g02",))
+    write_context(b, job_id="301", nodes="g[01-02]", gpus_per_node=8)
+    (b / "nodes" / "g02").mkdir(parents=True)
+    (b / "nodes" / "g02" / "kernel.log").write_text("")
+    ingest_bundle(ruleset, store, b)
+    with store.begin() as c:
+        before = c.execute(text(
+            "SELECT v.outcome, v.culprit_nodes, v.culprit_evidence FROM attribution.verdicts v "
+            "JOIN attribution.jobs j ON v.id = j.current_verdict_id WHERE j.job_id = '301'")).one()
+    assert tuple(before) == ("host", ["g02"], ["job_output"])
+    pack = pack_with_new_rule(ROOT, tmp_path / "pack")
+    r = CliRunner().invoke(main, ["reattribute", "--rules", str(pack), "--json"], env=_env(store))
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["totals"] == [{"transition": "host -> gpu_hardware", "jobs": 1}]
+    sd.load_policy(store, load_policy(ruleset))
+    with store.begin() as c:
+        after = c.execute(text(
+            "SELECT v.outcome, v.root_kind, v.culprit_nodes, v.culprit_evidence FROM attribution.verdicts v "
+            "JOIN attribution.jobs j ON v.id = j.current_verdict_id WHERE j.job_id = '301'")).one()
+        marks = c.execute(text("SELECT kind, node, evidence FROM attribution.events WHERE kind IN "
+                               "('node_fail', 'gpu_fallen_off_bus') ORDER BY kind")).all()
+        plan = c.execute(text("SELECT node FROM attribution.drain_candidates_at('2026-03-10T11:00:00Z') "
+                              "ORDER BY node")).scalars().all()
+    # the node failure only job output claims is not explained by g01's GPU: it stays a culprit, marked as such
+    assert tuple(after) == ("gpu_hardware", "gpu_fallen_off_bus", ["g01", "g02"], ["system", "job_output"])
+    assert [tuple(m) for m in marks] == [("gpu_fallen_off_bus", "g01", "system"), ("node_fail", "g02", "job_output")]
+    assert plan == ["g01"]  # an hour after the job: the kernel's fault drains g01, job output drains nothing
