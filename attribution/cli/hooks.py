@@ -48,17 +48,20 @@ class _Echo:
               help="Epoch seconds when the hook started this run: the budget counts from then.")
 @click.option("--telemetry", "telemetry_dir", type=click.Path(path_type=Path), default=None,
               help="The folder holding the hooks' counter snapshots (prolog/ and epilog/).")
+@click.option("--state-dir", type=click.Path(path_type=Path), default=None,
+              help="The hooks' state folder holding the prolog's start stamp (default: epilog.state_dir).")
 @click.pass_context
 def epilog(ctx: click.Context, budget: float | None, kernel_source: str | None, kernel_file: Path | None,
            fabricmanager_log: Path | None, scontrol_output: Path | None, started: float | None,
-           telemetry_dir: Path | None) -> None:
+           telemetry_dir: Path | None, state_dir: Path | None) -> None:
     """The entry point the Slurm hooks call; reads the Slurm environment. Always exits 0."""
     config_path, rules_dir = _globals(ctx)
     agent.run_epilog(config_path, rules_dir, budget=budget, kernel_source=kernel_source,
                      kernel_file=str(kernel_file) if kernel_file else None,
                      fabricmanager_log=str(fabricmanager_log) if fabricmanager_log else None,
                      scontrol_output=str(scontrol_output) if scontrol_output else None, started=started,
-                     telemetry_dir=str(telemetry_dir) if telemetry_dir else None, out=_Echo(False), err=_Echo(True))
+                     telemetry_dir=str(telemetry_dir) if telemetry_dir else None,
+                     state_dir=str(state_dir) if state_dir else None, out=_Echo(False), err=_Echo(True))
     sys.exit(0)
 
 

@@ -8,6 +8,7 @@ Python 3.9 and later (compat.py), where the central side needs 3.11.
 
     attribution-node [--config FILE] [--rules DIR] epilog [--budget S] [--kernel-source auto|journald|dmesg|file]
                      [--kernel-file F] [--fabricmanager-log F] [--scontrol-output F] [--started EPOCH]
+                     [--telemetry DIR] [--state-dir DIR]
     attribution-node [--config FILE] [--rules DIR] spool flush [--no-wait] [--timeout S]
     attribution-node [--config FILE] spool status
     attribution-node --version
@@ -44,6 +45,7 @@ def _parser():
     e.add_argument("--scontrol-output", default=None)
     e.add_argument("--started", type=float, default=None)
     e.add_argument("--telemetry", dest="telemetry_dir", default=None)
+    e.add_argument("--state-dir", dest="state_dir", default=None)
     s = sub.add_parser("spool", help="The local spool of reports waiting for the database or the service.")
     ss = s.add_subparsers(dest="spool_command")
     f = ss.add_parser("flush")
@@ -63,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "epilog":
         run_epilog(args.config, args.rules, budget=args.budget, kernel_source=args.kernel_source,
                    kernel_file=args.kernel_file, fabricmanager_log=args.fabricmanager_log,
-                   scontrol_output=args.scontrol_output, started=args.started, telemetry_dir=args.telemetry_dir)
+                   scontrol_output=args.scontrol_output, started=args.started, telemetry_dir=args.telemetry_dir,
+                   state_dir=args.state_dir)
         return 0
     if args.command == "spool" and args.spool_command in ("flush", "status"):
         from attribution.errors import AttributionError, ConfigError
@@ -146,7 +149,7 @@ def open_store(settings, pool_size: int | None = None, application_name: str = "
 def run_epilog(config_path=None, rules_dir=None, *, budget: float | None = None, kernel_source: str | None = None,
                kernel_file: str | None = None, fabricmanager_log: str | None = None,
                scontrol_output: str | None = None, started: float | None = None, telemetry_dir: str | None = None,
-               out=None, err=None) -> None:
+               state_dir: str | None = None, out=None, err=None) -> None:
     """One hook run: reads the Slurm environment, prints its line. Never raises."""
     out = out or sys.stdout
     err = err or sys.stderr
@@ -167,7 +170,10 @@ def run_epilog(config_path=None, rules_dir=None, *, budget: float | None = None,
             budget_seconds=budget or ep.budget_seconds,
             kernel_source=kernel_source or ("file" if kernel_file else ep.kernel_source),
             kernel_file=str(kernel_file) if kernel_file else ep.kernel_file,
-            fabricmanager_log=str(fabricmanager_log) if fabricmanager_log else ep.fabricmanager_log)
+            fabricmanager_log=str(fabricmanager_log) if fabricmanager_log else ep.fabricmanager_log,
+            # the hooks' own state folder (the prolog's stamp: the job's start and log offsets where Slurm's
+            # environment has no start time, as on 22.05): the hook says where it is, the configuration may not
+            state_dir=str(state_dir) if state_dir else ep.state_dir)
         ep = settings.epilog
         # stop storing with a margin (a last connect attempt may take 2 s) for writing the spool before the
         # hook's `timeout` kills this process

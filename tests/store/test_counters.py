@@ -157,6 +157,26 @@ def test_a_counter_that_grew_in_a_clean_job_starts_python_and_is_stored(tmp_path
     assert ports == 8
 
 
+def test_without_a_start_time_from_slurm_the_prolog_stamp_places_the_counter_events(tmp_path, pg_url, store):
+    """Slurm 22.05 gives the epilog no start time: the job starts when the prolog's stamp says, read from the
+    hooks' state folder (hook.env's ATTRIBUTION_STATE_DIR, not the configuration's <home>/state). Before the
+    epilog told the agent where that folder is, the start was a day's look-back before the end and the counter
+    events, placed at the start, fell outside the job they were counted in."""
+    node = HookNode(tmp_path, pg_url, "505")
+    node.run("prolog")
+    stamp = dict(ln.split("=", 1) for ln in (tmp_path / "state" / "job-505.start").read_text().splitlines())
+    started = datetime.fromtimestamp(int(stamp["start"]), UTC)
+    node.fake.set_smi({3: {"dram_uncorrectable": "2"}})
+    node.run("epilog", exit_code="256")
+    assert len(node.python_ran()) == 1 and "stored" in node.python_ran()[0], node.python_ran()
+    with store.connect() as c:
+        start = c.execute(text("SELECT start_time FROM attribution.jobs WHERE job_id = '505'")).scalar()
+        times = c.execute(text("SELECT DISTINCT occurred_at FROM attribution.fault_events "
+                               "WHERE source = 'telemetry'")).scalars().all()
+    assert start == started
+    assert times == [started]
+
+
 def test_a_failed_job_with_a_link_down_ships_the_port_event(tmp_path, pg_url, store):
     node = HookNode(tmp_path, pg_url, "503")
     node.fake.ib_counter(5, "link_downed", 1)
