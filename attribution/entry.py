@@ -2,8 +2,8 @@
 
 `attribution epilog ...` (what the Slurm hooks run) is handed to attribution.node.agent before click and the
 command tree are imported: a hook run costs what the node agent costs, on any Python 3.9+. On Python older than
-3.11 only the node agent's commands (`epilog`, `spool flush|status`, `--version`) run; anything else is refused
-with one line (the central side needs 3.11).
+3.11 only the node agent's commands (`epilog`, `spool flush|status`, `nvml-snapshot`, `--version`) run; anything
+else is refused with one line (the central side needs 3.11).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 #: commands the node agent answers (the same options as in the full CLI)
-NODE_COMMANDS = ("epilog", "spool")
+NODE_COMMANDS = ("epilog", "spool", "nvml-snapshot")
 CENTRAL_PYTHON = (3, 11)
 
 

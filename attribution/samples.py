@@ -42,6 +42,12 @@ class Snapshot:
     parents: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     present: tuple[str, ...] = ()  # which of nvidia-smi, infiniband, pci the snapshot holds
     problems: tuple[str, ...] = ()
+    #: GPUs (`0000:3b:00`) the GPU tool named as unreachable when it failed (nvidia-smi's "Unable to determine
+    #: the device handle for GPU <bdf>: ..."; NVML's GPU-is-lost for a device): gone, though not counted
+    lost: tuple[str, ...] = ()
+    #: why a part is missing when its tool could not be used (NVML without the driver or without nvidia-ml-py):
+    #: coverage notes, not problems
+    gaps: tuple[str, ...] = ()
 
     def devices(self, kind: str) -> Mapping[str, Mapping[str, float]]:
         return {"gpu": self.gpus, "ib_port": self.ports, "pci": self.pci}[kind]

@@ -4,14 +4,16 @@ The sysfs trees are faked under a temporary root (tests/harness/fakenode.py, the
 `nvidia-smi` is a script printing a real-format 8-GPU document, so the figure is the hooks' own cost (processes,
 greps, file writes), not the real nvidia-smi's (which queries the driver: measure it on a node with
 `time nvidia-smi -q -x >/dev/null`). Each hook runs as slurmd runs it (a fresh bash, no PATH), N times in turn with
-ATTRIBUTION_TELEMETRY=on and off; the figures are medians of wall time and of the CPU time of the hook and its
-children (os.wait4 rusage).
+ATTRIBUTION_TELEMETRY=on and off, and with ATTRIBUTION_GPU_TOOL=nvml (the node agent reading a fake
+libnvidia-ml through the real pynvml: Python's start and the bindings' cost, not the driver's); the figures are
+medians of wall time and of the CPU time of the hook and its children (os.wait4 rusage).
 
     .venv/bin/python -m bench.hook_snapshot [N]
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -23,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.harness.fakenode import FakeNode  # noqa: E402
+from tests.harness.fakenode import GPU_BUSES, FakeNode  # noqa: E402
 
 
 def run(hook: str, env: dict[str, str]) -> tuple[float, float]:
@@ -41,13 +43,23 @@ def main(n: int = 30) -> None:
         node = FakeNode(base / "root")
         (base / "kern.log").write_text("")
         results: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        # ATTRIBUTION_GPU_TOOL=nvml: the node agent's `nvml-snapshot` over the real pynvml and a fake library
+        spec = base / "gpus.json"
+        spec.write_text(json.dumps([{"bus": b} for b in GPU_BUSES]))
+        nvml_bin = base / "attribution-nvml"
+        nvml_bin.write_text(f"#!/bin/sh\ncase $1 in nvml-snapshot) ;; *) exit 1 ;; esac\ncd {ROOT} && exec "
+                            f"{sys.executable} -m tests.harness.fakenvml {spec} \"$@\"\n")
+        nvml_bin.chmod(0o755)
         for i in range(n):
-            for telemetry in ("on", "off"):
+            for telemetry in ("on", "off", "nvml"):
                 env_file = base / f"hook-{telemetry}.env"
-                env_file.write_text(node.hook_env() + f"ATTRIBUTION_TELEMETRY={telemetry}\n"
+                tool = "nvml" if telemetry == "nvml" else "nvidia-smi"
+                on = "off" if telemetry == "off" else "on"
+                env_file.write_text(node.hook_env() + f"ATTRIBUTION_TELEMETRY={on}\n"
                                     f"ATTRIBUTION_STATE_DIR={base}/state\nATTRIBUTION_LOG={base}/hooks.log\n"
                                     f"ATTRIBUTION_KERNEL_SOURCE=file\nATTRIBUTION_KERNEL_FILE={base}/kern.log\n"
-                                    f"ATTRIBUTION_FM_LOG={base}/no-fm.log\nATTRIBUTION_BIN=/bin/false\n")
+                                    f"ATTRIBUTION_FM_LOG={base}/no-fm.log\nATTRIBUTION_GPU_TOOL={tool}\n"
+                                    f"ATTRIBUTION_BIN={nvml_bin if tool == 'nvml' else '/bin/false'}\n")
                 env = {"SLURM_JOB_ID": str(1000 + i), "SLURM_JOB_EXIT_CODE": "0",
                        "ATTRIBUTION_HOOK_ENV": str(env_file)}
                 for hook in ("prolog", "epilog"):

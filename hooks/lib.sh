@@ -51,6 +51,7 @@ fi
 ATTRIBUTION_HOOKS_DIR=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 : "${ATTRIBUTION_FILTER:=$ATTRIBUTION_HOOKS_DIR/suspicious.patterns}"  # generated: attribution rules filter
 : "${ATTRIBUTION_TELEMETRY:=on}"                         # on | off: counter snapshots at prolog and epilog
+: "${ATTRIBUTION_GPU_TOOL:=nvidia-smi}"                   # nvidia-smi | nvml (nvidia-ml-py, Python) | none
 : "${ATTRIBUTION_NVIDIA_SMI:=/usr/bin/nvidia-smi}"       # a missing tool is a coverage gap, not an error
 : "${ATTRIBUTION_SYSFS_ROOT:=}"                          # prefix of /sys (a test fakes a node's sysfs there)
 : "${ATTRIBUTION_SMI_TIMEOUT:=10}"                       # seconds nvidia-smi may take
@@ -59,7 +60,7 @@ ATTRIBUTION_HOOKS_DIR=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 : "${ATTRIBUTION_IB_COUNTERS:=counters/link_downed counters/symbol_error counters/port_rcv_errors counters/link_error_recovery counters/local_link_integrity_errors counters/excessive_buffer_overrun_errors counters/port_rcv_remote_physical_errors}"
 # The nvidia-smi XML elements whose lines are compared between the prolog and the epilog (the counters the rules
 # read; timestamps, clocks, temperatures and memory use differ in every snapshot and are left out)
-ATTRIBUTION_SMI_TAGS='gpu|total|device_memory|dram_uncorrectable|sram_uncorrectable|sram_uncorrectable_parity|sram_uncorrectable_secded|sram_threshold_exceeded|retired_count|pending_retirement|pending_blacklist|remapped_row_unc|remapped_row_pending|remapped_row_failure|replay_counter|replay_rollover_counter|reset_required|drain_and_reset_recommended|gpu_recovery_action'
+ATTRIBUTION_SMI_TAGS='gpu|total|device_memory|dram_uncorrectable|dram_correctable|sram_correctable|sram_uncorrectable|sram_uncorrectable_parity|sram_uncorrectable_secded|sram_threshold_exceeded|retired_count|pending_retirement|pending_blacklist|remapped_row_unc|remapped_row_pending|remapped_row_failure|replay_counter|replay_rollover_counter|reset_required|drain_and_reset_recommended|gpu_recovery_action'
 if [ "$ATTRIBUTION_TEXTFILE_DIR" = auto ]; then
   ATTRIBUTION_TEXTFILE_DIR=off
   [ -d /var/lib/node_exporter/textfile_collector ] && ATTRIBUTION_TEXTFILE_DIR=/var/lib/node_exporter/textfile_collector
@@ -173,15 +174,21 @@ attribution_run() {
 }
 
 # Snapshot this node's counters into $1 (spec/bundle.md "Telemetry snapshots", in the compact listing form):
-# nvidia-smi.xml; sysfs.txt, one `path:value` line per watched InfiniBand port counter and per AER TOTAL_ERR_*
-# line of every PCI device; at the epilog pci-topology.txt (each PCI device's sysfs path: its bridges); and
+# nvidia-smi.xml (with nvidia-smi.status and .err when it failed) or nvml.txt (ATTRIBUTION_GPU_TOOL=nvml);
+# sysfs.txt, one `path:value` line per watched InfiniBand port counter and per AER TOTAL_ERR_* line of every PCI
+# device; at the epilog pci-topology.txt (each PCI device's sysfs path: its bridges); and
 # counters.key, the lines the epilog compares. A handful of processes, no Python; whatever is missing is left out.
 attribution_snapshot() {
   local dir=$1 phase=$2 sys="${ATTRIBUTION_SYSFS_ROOT}/sys" c files=()
   mkdir -p "$dir" || return 1
-  if [ -x "$ATTRIBUTION_NVIDIA_SMI" ]; then
-    timeout -k 1 "$ATTRIBUTION_SMI_TIMEOUT" "$ATTRIBUTION_NVIDIA_SMI" -q -x >"$dir/nvidia-smi.xml" 2>/dev/null \
-      || rm -f "$dir/nvidia-smi.xml"
+  if [ "$ATTRIBUTION_GPU_TOOL" = nvml ]; then
+    # Python (nvidia-ml-py) at both ends of every job: the operator's choice (hooks/README.md says the cost)
+    timeout -k 1 "$ATTRIBUTION_SMI_TIMEOUT" "$ATTRIBUTION_BIN" nvml-snapshot "$dir/nvml.txt" </dev/null \
+      >/dev/null 2>&1
+  elif [ "$ATTRIBUTION_GPU_TOOL" = nvidia-smi ] && [ -x "$ATTRIBUTION_NVIDIA_SMI" ]; then
+    # a failed run is kept with its status and stderr: a GPU that fell off the bus makes nvidia-smi fail naming it
+    timeout -k 1 "$ATTRIBUTION_SMI_TIMEOUT" "$ATTRIBUTION_NVIDIA_SMI" -q -x >"$dir/nvidia-smi.xml" \
+      2>"$dir/nvidia-smi.err" || printf '%s\n' "$?" >"$dir/nvidia-smi.status"
   fi
   if [ -d "$sys/class/infiniband" ]; then
     for c in $ATTRIBUTION_IB_COUNTERS; do files+=("$sys"/class/infiniband/*/ports/*/"$c"); done
@@ -190,6 +197,7 @@ attribution_snapshot() {
   grep -s -H -E '^([0-9]+|TOTAL_ERR_[A-Z]+ [0-9]+)$' "${files[@]}" >"$dir/sysfs.txt"
   [ "$phase" = epilog ] && [ -s "$dir/sysfs.txt" ] \
     && readlink -f "$sys"/bus/pci/devices/* >"$dir/pci-topology.txt" 2>/dev/null
-  grep -s -h -E -e "<($ATTRIBUTION_SMI_TAGS)[> ]" -e '^/' "$dir/nvidia-smi.xml" "$dir/sysfs.txt" >"$dir/counters.key"
+  grep -s -h -E -e "<($ATTRIBUTION_SMI_TAGS)[> ]" -e '^/' -e '^(gpu|lost) ' "$dir/nvidia-smi.xml" "$dir/nvml.txt" \
+    "$dir/sysfs.txt" >"$dir/counters.key"
   return 0
 }

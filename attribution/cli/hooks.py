@@ -65,6 +65,15 @@ def epilog(ctx: click.Context, budget: float | None, kernel_source: str | None, 
     sys.exit(0)
 
 
+@main.command("nvml-snapshot")
+@click.argument("file", type=click.Path(path_type=Path))
+def nvml_snapshot(file: Path) -> None:
+    """The GPU counters through NVML (nvidia-ml-py, when installed) into FILE, for the hooks' snapshots
+    (ATTRIBUTION_GPU_TOOL=nvml). Always exits 0: without NVML the file says why (a coverage gap)."""
+    agent.nvml_snapshot(str(file), err=_Echo(True))
+    sys.exit(0)
+
+
 @main.group("spool")
 def spool_group() -> None:
     """The local spool of observations waiting for the database."""

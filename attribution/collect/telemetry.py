@@ -22,6 +22,11 @@ from attribution.extract.events import normalize_gpu
 from attribution.samples import Snapshot
 
 NVIDIA_SMI_XML = "nvidia-smi.xml"
+#: written by the hooks only when nvidia-smi failed: its exit status, and what it printed on stderr
+NVIDIA_SMI_STATUS = "nvidia-smi.status"
+NVIDIA_SMI_ERR = "nvidia-smi.err"
+#: the GPU part read through NVML (nvidia-ml-py) instead of nvidia-smi (collect/nvml.py writes it)
+NVML_LISTING = "nvml.txt"
 INFINIBAND_DIR = "infiniband"
 PCI_DIR = "pci"
 #: The hooks' compact form of the two sysfs trees (`grep -H` lines: `<path>:<value>` per InfiniBand counter file,
@@ -255,6 +260,46 @@ def _is_bdf(s: str) -> bool:
     return len(parts) == 3 and len(parts[0]) == 4 and len(parts[1]) == 2 and "." in parts[2]
 
 
+# -- a failed GPU tool: which GPUs it named ---------------------------------------------------------------------
+
+
+def _status(path: Path) -> int:
+    try:
+        return int(path.read_text().split()[0]) if path.is_file() else 0
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _gpu_token(token: str) -> str | None:
+    """`GPU0000:03:00.0:` or `00000000:3B:00.0` -> `0000:03:00`; None for anything that is not a PCI id."""
+    t = token.strip(":,;()[]'\"").lower()
+    while t and not t[0].isdigit() and t[0] not in "abcdef":
+        t = t[1:]
+    if t.startswith("gpu"):
+        t = t[3:]
+    parts = t.split(":")
+    if len(parts) != 3 or "." not in parts[2]:
+        return None
+    dev, fn = parts[2].split(".", 1)
+    hexd = "0123456789abcdef"
+    if not (len(parts[0]) in (4, 8) and len(parts[1]) == 2 and len(dev) == 2 and fn.isdigit()):
+        return None
+    if not all(c in hexd for c in parts[0] + parts[1] + dev):
+        return None
+    return normalize_gpu(t)
+
+
+def named_gpus(text: str) -> tuple[str, ...]:
+    """The GPUs a failed GPU tool named in what it printed (every PCI id token), in order, once each. Which
+    message it printed is not interpreted here: a tool that failed and named a GPU could not reach it."""
+    out: list[str] = []
+    for token in text.split():
+        g = _gpu_token(token)
+        if g and g not in out:
+            out.append(g)
+    return tuple(out)
+
+
 # -- reading one snapshot folder ------------------------------------------------------------------------------
 
 
@@ -279,11 +324,34 @@ def read_snapshot(folder: Path, phase: str, shown: str | None = None) -> Snapsho
     parents: dict[str, tuple[str, ...]] = {}
     present: list[str] = []
     problems: list[str] = []
+    lost: tuple[str, ...] = ()
+    gaps: list[str] = []
     try:
         xml = folder / NVIDIA_SMI_XML
-        if xml.is_file():
-            gpus, info = parse_nvidia_smi_xml(_read(xml), f"{shown}/{NVIDIA_SMI_XML}")
-            present.append("nvidia-smi")
+        status = _status(folder / NVIDIA_SMI_STATUS)
+        if xml.is_file() or status:
+            text = _read(xml) if xml.is_file() else ""
+            err = _read(folder / NVIDIA_SMI_ERR) if (folder / NVIDIA_SMI_ERR).is_file() else ""
+            try:
+                gpus, info = parse_nvidia_smi_xml(text, f"{shown}/{NVIDIA_SMI_XML}")
+                present.append("nvidia-smi")
+            except TelemetryError as exc:
+                if not status:
+                    raise
+                first = next((ln.strip() for ln in (err + "\n" + text).splitlines() if ln.strip()), "")
+                problems.append(f"{shown}: nvidia-smi exited {status}" + (f": {first}" if first else ""))
+            if status:
+                lost = tuple(g for g in named_gpus(err + "\n" + text) if g not in gpus)
+        nvml = folder / NVML_LISTING
+        if nvml.is_file() and "nvidia-smi" not in present:
+            from attribution.collect.nvml import parse_nvml_listing
+
+            gpus, info, lost, notes, answered = parse_nvml_listing(_read(nvml))
+            if answered:
+                present.append("nvidia-smi")  # the GPU part (read through NVML rather than the tool)
+                problems.extend(f"{shown}/{NVML_LISTING}: {n}" for n in notes)
+            else:
+                gaps.extend(notes)
     except (OSError, TelemetryError) as exc:
         problems.append(str(exc))
     try:
@@ -307,7 +375,7 @@ def read_snapshot(folder: Path, phase: str, shown: str | None = None) -> Snapsho
     except OSError as exc:
         problems.append(f"{shown}: {exc}")
     return Snapshot(phase, _freeze(gpus), _freeze(info), _freeze(ports), _freeze(pci),
-                    MappingProxyType(dict(parents)), tuple(present), tuple(problems))
+                    MappingProxyType(dict(parents)), tuple(present), tuple(problems), lost, tuple(gaps))
 
 
 def _infiniband_tree(root: Path) -> dict[str, dict[str, float]]:
@@ -345,7 +413,7 @@ def snapshot_to_json(s: Snapshot) -> dict:
             "gpu_info": {k: dict(v) for k, v in s.gpu_info.items()},
             "ports": {k: dict(v) for k, v in s.ports.items()}, "pci": {k: dict(v) for k, v in s.pci.items()},
             "parents": {k: list(v) for k, v in s.parents.items()}, "present": list(s.present),
-            "problems": list(s.problems)}
+            "problems": list(s.problems), "lost": list(s.lost), "gaps": list(s.gaps)}
 
 
 def snapshot_from_json(d: Mapping) -> Snapshot:
@@ -359,7 +427,8 @@ def snapshot_from_json(d: Mapping) -> Snapshot:
                      for k, vals in dict(d.get("gpu_info") or {}).items()}),
             _freeze(counters(d.get("ports"))), _freeze(counters(d.get("pci"))),
             MappingProxyType({str(k): tuple(str(x) for x in v) for k, v in dict(d.get("parents") or {}).items()}),
-            tuple(str(x) for x in d.get("present") or ()), tuple(str(x) for x in d.get("problems") or ()))
+            tuple(str(x) for x in d.get("present") or ()), tuple(str(x) for x in d.get("problems") or ()),
+            tuple(str(x) for x in d.get("lost") or ()), tuple(str(x) for x in d.get("gaps") or ()))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise TelemetryError(f"malformed telemetry snapshot: {exc}") from None
 
@@ -387,6 +456,7 @@ def coverage_of(node: str, prolog: Snapshot | None, epilog: Snapshot | None, sho
         for part in ("nvidia-smi", "infiniband", "pci"):
             if part not in s.present:
                 notes.append(f"{name} snapshot has no {part} counters")
+        notes.extend(f"{name} snapshot: {g}" for g in s.gaps)
         notes.extend(s.problems)
     have = [s for s in (prolog, epilog) if s is not None]
     status = "ok" if have and any(s.present for s in have) else "empty"

@@ -6,6 +6,9 @@ The rules are data (`type: counter_rules`, rules/counters.yaml, validated by rul
 - `increase`: a counter grew by at least `min_increase` between the snapshots. A drop is a reset (a driver reload
   clears the volatile ECC counts, a port reset clears its counters): what it shows after it is the increase.
 - `set`: a Yes/No status (remapped_rows.pending, reset.required) was No at the prolog and Yes at the epilog.
+- `vanished`: the device was in the prolog's snapshot and is not in the epilog's, whose tool still answered (or,
+  for a GPU, the tool failed naming it as unreachable): a GPU that fell off the bus. `counters` name the values
+  the event quotes from the prolog (what the device last counted).
 
 One event per rule and device, however many of its counters changed (the event lists them all). With both
 snapshots the event is evidence about the job, placed at the job start (the counter grew at some time during the
@@ -105,6 +108,26 @@ def _has(s: Snapshot | None, device: str) -> bool:
     return s is not None and SOURCE_OF[device] in s.present
 
 
+def _vanished(rule: CounterRule, prolog: Snapshot | None, epilog: Snapshot | None) -> list[tuple[str, str]]:
+    """(device, how) for each device the prolog's snapshot listed and the epilog's no longer does: absent from a
+    listing its tool produced, or (GPUs) named by the tool as unreachable when it failed. With no prolog
+    snapshot only the tool's own word is left: those GPUs, as (device, "unreachable")."""
+    out: list[tuple[str, str]] = []
+    if epilog is None:
+        return out
+    lost = set(epilog.lost) if rule.device == "gpu" else set()
+    if not _has(prolog, rule.device):
+        return sorted((g, "unreachable") for g in lost)
+    assert prolog is not None
+    before, after = prolog.devices(rule.device), epilog.devices(rule.device)
+    for key in sorted(before):
+        if key in lost:
+            out.append((key, "unreachable"))
+        elif _has(epilog, rule.device) and key not in after:
+            out.append((key, "absent"))
+    return out
+
+
 def evaluate(ruleset: RuleSet, ctx: ExecutionContext, node: str, prolog: Snapshot | None,
              epilog: Snapshot | None, rules: Iterable[CounterRule] | None = None) -> list[Event]:
     """Every event the counter rules find in one node's two snapshots (either may be None)."""
@@ -112,6 +135,14 @@ def evaluate(ruleset: RuleSet, ctx: ExecutionContext, node: str, prolog: Snapsho
     topo = epilog if epilog is not None else prolog
     out: list[Event] = []
     for rule in rules:
+        if rule.trigger == "vanished":
+            for key, how in _vanished(rule, prolog, epilog):
+                gpu = _gpu(rule, key, topo) or _gpu(rule, key, prolog)
+                if rule.device == "pci" and rule.where is not None and (gpu is not None) != (rule.where == "gpu_path"):
+                    continue
+                phase = None if _has(prolog, rule.device) else "epilog"
+                out.append(_gone_event(ruleset, ctx, node, rule, key, gpu, how, prolog, phase))
+            continue
         both = _has(prolog, rule.device) and _has(epilog, rule.device)
         if both:
             assert prolog is not None and epilog is not None
@@ -182,24 +213,59 @@ def _event(ruleset: RuleSet, ctx: ExecutionContext, node: str, rule: CounterRule
                  severity=rule.severity or spec.severity, fields=fields)
 
 
+def _gone_event(ruleset: RuleSet, ctx: ExecutionContext, node: str, rule: CounterRule, key: str, gpu: str | None,
+                how: str, prolog: Snapshot | None, absolute_phase: str | None) -> Event:
+    spec = ruleset.kinds[rule.kind]
+    what = f"{DEVICE_WORD[rule.device]} {key}"
+    tool = SOURCE_OF[rule.device]
+    said = "named it as unreachable" if how == "unreachable" else "no longer lists it"
+    fields: dict[str, str] = {"evidence": "system", "device": key, "vanished": how}
+    last = prolog.devices(rule.device).get(key, {}) if prolog is not None else {}
+    for c in rule.counters:
+        if c in last:
+            fields[c] = f"{_num(last[c])} -> gone"
+    if absolute_phase is None:
+        text = f"{what}: listed in the prolog's snapshot; the epilog's {tool} {said}"
+        role, time, where = rule.role or spec.role, ctx.start, "prolog..epilog"
+        fields["window"] = "job"
+    else:
+        text = f"{what}: the epilog's {tool} {said} (no prolog snapshot: not known to be this job's)"
+        role, time, where = "context", ctx.end, "epilog"
+        fields["window"] = "epilog only"
+    return Event(kind=rule.kind, role=role, rule=rule.id, source=TELEMETRY_SOURCE,
+                 location=f"nodes/{node}/telemetry/{where}:{key}", line=text, message=text, node=node, gpu=gpu,
+                 time=time, outcome=spec.outcome, action=rule.action or spec.action,
+                 severity=rule.severity or spec.severity, fields=fields)
+
+
 # -- the rules' own examples ---------------------------------------------------------------------------------
 
 EXAMPLE_GPU = "00000000:3B:00.0"
 EXAMPLE_DEVICE = {"gpu": "0000:3b:00", "ib_port": "mlx5_0/1", "pci": "0000:3a:00.0"}
+EXAMPLE_GPU_FUNCTION = "0000:3b:00.0"
 #: the example node's PCI tree: the GPU 0000:3b:00.0 under bridge 0000:3a:00.0 under root port 0000:00:01.0
 EXAMPLE_PARENTS = {"0000:3b:00.0": ("0000:3a:00.0", "0000:00:01.0"), "0000:3a:00.0": ("0000:00:01.0",),
                    "0000:5e:00.0": ("0000:5d:00.0",)}
 
 
-def example_snapshot(rule: CounterRule, phase: str, device: str, values: Mapping[str, float] | None):
+def example_snapshot(rule: CounterRule, phase: str, device: str, values: Mapping[str, float] | str | None):
+    """One side of an example: counter values of the device; None (no snapshot on that side); "absent" (the
+    side's tool listed other devices, not this one); "unreachable" (the GPU tool failed naming this GPU)."""
     if values is None:
         return None
     gpus = {normalize_gpu(EXAMPLE_GPU): {}} if rule.device != "gpu" else {}
-    dev = {device: {k: float(v) for k, v in values.items()}}
-    kw: dict[str, Any] = {"gpus": gpus}
-    kw[{"gpu": "gpus", "ib_port": "ports", "pci": "pci"}[rule.device]] = dev
     present = ("nvidia-smi", SOURCE_OF[rule.device]) if rule.device != "gpu" else ("nvidia-smi",)
-    return Snapshot(phase, parents=EXAMPLE_PARENTS, present=present, **kw)
+    kw: dict[str, Any] = {"gpus": gpus}
+    lost: tuple[str, ...] = ()
+    if values == "absent":
+        dev: dict = {}
+    elif values == "unreachable":
+        dev, lost = {}, (normalize_gpu(device) or device,)
+        present = tuple(p for p in present if p != "nvidia-smi")
+    else:
+        dev = {device: {k: float(v) for k, v in dict(values).items()}}
+    kw[{"gpu": "gpus", "ib_port": "ports", "pci": "pci"}[rule.device]] = dev
+    return Snapshot(phase, parents=EXAMPLE_PARENTS, present=present, lost=lost, **kw)
 
 
 def check_examples(ruleset: RuleSet, ctx: ExecutionContext) -> list[str]:
@@ -208,6 +274,8 @@ def check_examples(ruleset: RuleSet, ctx: ExecutionContext) -> list[str]:
     for rule in counter_rules(ruleset):
         for n, ex in enumerate(rule.examples):
             device = ex.get("device") or EXAMPLE_DEVICE[rule.device]
+            if rule.device == "pci" and rule.trigger == "vanished" and not ex.get("device"):
+                device = EXAMPLE_GPU_FUNCTION  # what vanishes with a GPU is the GPU's own PCI function
             pro = example_snapshot(rule, "prolog", device, ex["prolog"])
             epi = example_snapshot(rule, "epilog", device, ex["epilog"])
             got = evaluate(ruleset, ctx, ctx.nodes[0], pro, epi, [rule])

@@ -9,6 +9,7 @@ Python 3.9 and later (compat.py), where the central side needs 3.11.
     attribution-node [--config FILE] [--rules DIR] epilog [--budget S] [--kernel-source auto|journald|dmesg|file]
                      [--kernel-file F] [--fabricmanager-log F] [--scontrol-output F] [--started EPOCH]
                      [--telemetry DIR] [--state-dir DIR]
+    attribution-node nvml-snapshot FILE
     attribution-node [--config FILE] [--rules DIR] spool flush [--no-wait] [--timeout S]
     attribution-node [--config FILE] spool status
     attribution-node --version
@@ -46,6 +47,9 @@ def _parser():
     e.add_argument("--started", type=float, default=None)
     e.add_argument("--telemetry", dest="telemetry_dir", default=None)
     e.add_argument("--state-dir", dest="state_dir", default=None)
+    n = sub.add_parser("nvml-snapshot", help="What hooks/lib.sh runs with ATTRIBUTION_GPU_TOOL=nvml: the GPU "
+                       "counters through NVML (nvidia-ml-py) into FILE. Always exits 0.")
+    n.add_argument("file")
     s = sub.add_parser("spool", help="The local spool of reports waiting for the database or the service.")
     ss = s.add_subparsers(dest="spool_command")
     f = ss.add_parser("flush")
@@ -67,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
                    kernel_file=args.kernel_file, fabricmanager_log=args.fabricmanager_log,
                    scontrol_output=args.scontrol_output, started=args.started, telemetry_dir=args.telemetry_dir,
                    state_dir=args.state_dir)
+        return 0
+    if args.command == "nvml-snapshot":
+        nvml_snapshot(args.file)
         return 0
     if args.command == "spool" and args.spool_command in ("flush", "status"):
         from attribution.errors import AttributionError, ConfigError
@@ -203,6 +210,17 @@ def run_epilog(config_path=None, rules_dir=None, *, budget: float | None = None,
         textfile.write_spool(settings.spool)
     except Exception as exc:  # never let the hook fail
         print(f"attribution epilog: error: {type(exc).__name__}: {exc} ({time.monotonic() - t0:.3f}s)", file=err)
+
+
+def nvml_snapshot(path: str, err=None) -> None:
+    """The GPU part of a counter snapshot through NVML, into `path` (collect/nvml.py). Never raises: without
+    nvidia-ml-py or the driver the file holds one note (a coverage gap)."""
+    from attribution.collect.nvml import nvml_listing, write_listing
+
+    try:
+        write_listing(path, nvml_listing())
+    except OSError as exc:
+        print(f"attribution nvml-snapshot: {exc}", file=err or sys.stderr)
 
 
 def spool_status(config_path=None) -> int:

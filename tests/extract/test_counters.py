@@ -356,3 +356,59 @@ def test_fake_tool_prints_a_document_the_parser_reads(tmp_path):
     assert out == smi_document(8)
     gpus, _ = parse_nvidia_smi_xml(out)
     assert len(gpus) == 8
+
+
+# -- a GPU that vanished, a burst of corrected errors: through the hooks' snapshots --------------------------------
+
+def _pair(node: FakeNode, tmp: Path, change) -> tuple[Snapshot, Snapshot, bool]:
+    differs = _key_differs(node, tmp, change)
+    return read_snapshot(tmp / "a", "prolog"), read_snapshot(tmp / "b", "epilog"), differs
+
+
+def test_a_gpu_gone_from_the_epilog_is_a_gpu_hardware_cause_on_that_gpu(tmp_path, ruleset):
+    """GPU 3 (0000:61:00.0) falls off the bus and the kernel removes it: nvidia-smi lists the seven others and
+    its PCI function leaves the AER listing. Both rules name it; nothing else is flagged."""
+    node = FakeNode(tmp_path / "root")
+    pro, epi, differs = _pair(node, tmp_path, lambda: node.lose_gpu(3))
+    assert differs  # the clean-job epilog starts Python for it
+    assert len(pro.gpus) == 8 and len(epi.gpus) == 7 and "0000:61:00.0" not in epi.pci
+    evs = evaluate(ruleset, CTX, "n1", pro, epi)
+    assert [(e.rule, e.kind, e.role, e.outcome, e.action, e.gpu) for e in evs] == [
+        ("counters.gpu_vanished", "gpu_vanished", "cause", "gpu_hardware", "drain_node", "0000:61:00"),
+        ("counters.pcie_gpu_function_vanished", "gpu_vanished", "cause", "gpu_hardware", "drain_node",
+         "0000:61:00")]
+    assert evs[0].time == CTX.start and evs[0].fields["vanished"] == "absent"
+    assert evs[0].fields["ecc.aggregate.dram_uncorrectable"] == "0 -> gone"
+    assert "no longer lists it" in evs[0].message
+
+
+def test_nvidia_smi_failing_on_a_lost_gpu_names_that_gpu_and_no_other(tmp_path, ruleset):
+    node = FakeNode(tmp_path / "root")
+    msg = "Unable to determine the device handle for GPU 0000:61:00.0: Unknown Error"  # rwth-i6/returnn#1486 form
+    pro, epi, differs = _pair(node, tmp_path, lambda: node.smi_fails(15, msg))
+    assert differs and "nvidia-smi" not in epi.present and epi.lost == ("0000:61:00",)
+    assert epi.problems == (f"{tmp_path / 'b'}: nvidia-smi exited 15: {msg}",)
+    evs = evaluate(ruleset, CTX, "n1", pro, epi)
+    assert [(e.rule, e.role, e.gpu, e.fields["vanished"]) for e in evs] == [
+        ("counters.gpu_vanished", "cause", "0000:61:00", "unreachable")]
+
+
+def test_nvidia_smi_failing_for_another_reason_is_a_gap_not_a_lost_gpu(tmp_path, ruleset):
+    node = FakeNode(tmp_path / "root")
+    pro, epi, differs = _pair(node, tmp_path, lambda: node.smi_fails(
+        9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+           "latest NVIDIA driver is installed and running."))
+    assert differs and epi.lost == () and "nvidia-smi" not in epi.present
+    assert evaluate(ruleset, CTX, "n1", pro, epi) == []
+
+
+def test_many_corrected_errors_are_context_a_few_are_nothing(tmp_path, ruleset):
+    node = FakeNode(tmp_path / "root")  # the template's GPU counts aggregate dram_correctable 4, volatile 0
+    pro, epi, _ = _pair(node, tmp_path, lambda: node.set_smi({3: {"dram_correctable": "250"}}))
+    evs = evaluate(ruleset, CTX, "n1", pro, epi)
+    assert [(e.kind, e.role, e.gpu, e.fields["ecc.volatile.dram_correctable"],
+             e.fields["ecc.aggregate.dram_correctable"]) for e in evs] == [
+        ("gpu_ecc_correctable", "context", "0000:61:00", "0 -> 250", "4 -> 250")]
+    node.set_smi()
+    pro, epi, differs = _pair(node, tmp_path, lambda: node.set_smi({3: {"dram_correctable": "30"}}))
+    assert differs and evaluate(ruleset, CTX, "n1", pro, epi) == []

@@ -46,9 +46,11 @@ AER_NAMES = {
 
 
 def smi_document(gpus: int = 8, values: dict[int, dict[str, str]] | None = None,
-                 timestamp: str = "Tue Oct  1 12:00:02 2026", extra: dict[int, dict[str, str]] | None = None) -> str:
+                 timestamp: str = "Tue Oct  1 12:00:02 2026", extra: dict[int, dict[str, str]] | None = None,
+                 without: tuple[int, ...] = ()) -> str:
     """The template document with its <gpu> element repeated for `gpus` GPUs; values[i] = {element: text}
-    replaces every <element> of GPU i (volatile and aggregate alike); extra changes non-counter elements."""
+    replaces every <element> of GPU i (volatile and aggregate alike); extra changes non-counter elements;
+    the GPUs in `without` are left out (gone from the bus: nvidia-smi no longer sees them)."""
     text = SMI_TEMPLATE.read_text()
     head, rest = text.split("\t<gpu id=", 1)
     body, tail = rest.rsplit("\t</gpu>", 1)
@@ -56,7 +58,11 @@ def smi_document(gpus: int = 8, values: dict[int, dict[str, str]] | None = None,
     head = re.sub(r"<attached_gpus>\d+</attached_gpus>", f"<attached_gpus>{gpus}</attached_gpus>", head)
     head = re.sub(r"<timestamp>[^<]*</timestamp>", f"<timestamp>{timestamp}</timestamp>", head)
     out = [head]
+    head = re.sub(r"<attached_gpus>\d+</attached_gpus>", f"<attached_gpus>{gpus - len(without)}</attached_gpus>",
+                  head)
     for i in range(gpus):
+        if i in without:
+            continue
         bus = GPU_BUSES[i].upper()
         g = gpu.replace("00000000:1B:00.0", f"00000000:{bus}:00.0").replace("<pci_bus>1B</pci_bus>",
                                                                           f"<pci_bus>{bus}</pci_bus>")
@@ -130,12 +136,17 @@ class FakeNode:
                 self._device(gpu.parent)
                 self._device(gpu)
         self.nvidia_smi.parent.mkdir(parents=True, exist_ok=True)
-        self.nvidia_smi.write_text(f"#!/bin/sh\n# a stand-in for nvidia-smi -q -x: prints a real-format document\n"
-                                   f"exec /bin/cat '{self.smi_file}'\n")
+        # a stand-in for nvidia-smi -q -x: prints a real-format document, or fails as a lost GPU makes it fail
+        self.smi_failure = self.root / "nvidia-smi.fails"
+        self.nvidia_smi.write_text(
+            "#!/bin/sh\n"
+            f"if [ -r '{self.smi_failure}' ]; then read -r rc msg < '{self.smi_failure}'; echo \"$msg\"; exit $rc; fi\n"
+            f"exec /bin/cat '{self.smi_file}'\n")
         self.nvidia_smi.chmod(0o755)
 
     # -- changing counters ----------------------------------------------------------------------------------
     def set_smi(self, values: dict[int, dict[str, str]] | None = None, **kw) -> None:
+        kw.setdefault("without", tuple(sorted(getattr(self, "lost", ()))))
         self.smi_file.write_text(smi_document(self.gpus, values, **kw))
 
     def ib_counter(self, hca: int, name: str, value: int, group: str = "counters") -> None:
@@ -148,8 +159,27 @@ class FakeNode:
     def bridge_of_gpu(self, i: int) -> str:
         return self.devices[self.gpu_bdf[i]].parent.name
 
+    def smi_fails(self, status: int, message: str) -> None:
+        """nvidia-smi prints `message` and exits `status` (e.g. 15 and "Unable to determine the device handle for
+        GPU 0000:61:00.0: Unknown Error", as with a GPU that fell off the bus)."""
+        self.smi_failure.write_text(f"{status} {message}\n")
+
+    def lose_gpu(self, i: int) -> None:
+        """GPU i falls off the bus and the kernel removes it: nvidia-smi lists the others, its PCI function
+        leaves /sys/bus/pci/devices (the link and the folder under sys/devices go)."""
+        self.lost = getattr(self, "lost", set()) | {i}
+        self.set_smi()
+        link = self.sys / "bus" / "pci" / "devices" / self.gpu_bdf[i]
+        if link.is_symlink():
+            link.unlink()
+
     def reset(self) -> None:
         """Every counter back to the state the node was built with (a fresh node)."""
+        self.smi_failure.unlink(missing_ok=True)
+        for i in sorted(getattr(self, "lost", set())):
+            link = self.sys / "bus" / "pci" / "devices" / self.gpu_bdf[i]
+            os.symlink(os.path.relpath(self.devices[self.gpu_bdf[i]], link.parent), link)
+        self.lost = set()
         self.set_smi()
         for bdf, d in self.devices.items():
             for f in AER_NAMES:

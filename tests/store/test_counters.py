@@ -125,7 +125,7 @@ def test_clean_job_with_unchanged_counters_starts_no_python(tmp_path, pg_url, st
     node = HookNode(tmp_path, pg_url, "501")
     node.run("prolog")
     assert sorted(p.name for p in (tmp_path / "state" / "job-501.telemetry" / "prolog").iterdir()) == [
-        "counters.key", "nvidia-smi.xml", "sysfs.txt"]
+        "counters.key", "nvidia-smi.err", "nvidia-smi.xml", "sysfs.txt"]
     # the job ran: timestamps, temperatures, memory use and traffic counters moved; no watched counter did
     node.fake.set_smi(extra={i: {"gpu_temp": "75 C", "used": "70123 MiB"} for i in range(8)},
                       timestamp="Tue Oct  6 09:00:00 2026")
