@@ -55,7 +55,8 @@ def add_browse_routes(app: FastAPI, svc: Service) -> None:
 
     @app.get("/v1/nodes/{cluster}/{node}", response_model=NodeHistoryOut, dependencies=reader, tags=["read"],
              openapi_extra=policy("read"), responses=ERROR_RESPONSES,
-             summary="A node's history: fault events by week and kind, failed jobs, drains, drain status")
+             summary="A node's history: fault events by week and kind, failed jobs, drains, drain status, "
+                     "telemetry counters and counter events")
     async def get_node(cluster: Annotated[Name, Path()], node: Annotated[NodeName, Path()],
                        days: Annotated[int, Query(ge=1, le=3660, description="how far back")] = 91) -> NodeHistoryOut:
         doc = await on_db(browse.node_history, cluster, node, datetime.now(UTC), days)

@@ -218,7 +218,8 @@ class JobRowsOut(BaseModel):
 
 class NodeHistoryOut(BaseModel):
     """What one node did wrong: cause events per ISO week and kind, recurring faults, failed jobs it ran, drain
-    decisions, the time it was last resumed and whether the drain policy names it now."""
+    decisions, the time it was last resumed and whether the drain policy names it now, and its telemetry: the
+    latest counters per GPU and port and the counter events over time."""
 
     cluster: str
     node: str
@@ -231,3 +232,10 @@ class NodeHistoryOut(BaseModel):
     drain_actions: list[dict[str, Any]]
     drain_candidate: dict[str, Any] | None
     resumed_at: str | None
+    #: each GPU's counters from its newest epilog snapshot (the gpu_counters_latest view)
+    gpu_counters: list[dict[str, Any]]
+    #: each InfiniBand port's newest epilog counters
+    port_counters: list[dict[str, Any]]
+    #: events the counter rules found on the node (a counter that grew, a GPU that vanished), newest first
+    counter_events: list[dict[str, Any]]
+    counter_events_truncated: bool

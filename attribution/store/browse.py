@@ -136,12 +136,51 @@ SELECT reason, score, evidence FROM attribution.drain_candidates WHERE cluster =
 
 NODE_RESUMED = "SELECT resumed_at FROM attribution.node_resumes WHERE cluster = :cluster AND node = :node"
 
+#: Each GPU's counters as its newest epilog snapshot showed them (the view's DISTINCT ON keys take the filter).
+NODE_GPU_COUNTERS = """
+SELECT gpu, product, uuid, serial, driver, taken_at, last_job_id, remapped_rows_uncorrectable,
+       remapped_rows_correctable, remap_pending, remap_failure, ecc_aggregate_uncorrectable,
+       ecc_aggregate_dram_correctable, retired_pages_dbe, retirement_pending, pcie_replays, reset_required
+FROM attribution.gpu_counters_latest WHERE cluster = :cluster AND node = :node ORDER BY gpu LIMIT :lim"""
+
+#: Each InfiniBand port's newest epilog counters (index on cluster, node, device_kind, device, taken_at).
+NODE_PORT_COUNTERS = """
+SELECT DISTINCT ON (d.device) d.device AS port, d.taken_at, j.job_id AS last_job_id, d.counters
+FROM attribution.device_counters d JOIN attribution.jobs j ON j.id = d.job_ref
+WHERE d.cluster = :cluster AND d.node = :node AND d.device_kind = 'ib_port' AND d.phase = 'epilog'
+ORDER BY d.device, d.taken_at DESC NULLS LAST, d.stored_at DESC LIMIT :lim"""
+
+#: The node's counter-derived events (rules/counters.yaml), newest first, each with one job that saw it.
+NODE_COUNTER_EVENTS = """
+SELECT e.occurred_at, e.kind, e.role, e.outcome, e.gpu, e.fields ->> 'device' AS device, e.rule, e.message,
+       e.fields ->> 'window' AS window, j.cluster, j.job_id, j.start_time AS job_start
+FROM attribution.events e
+LEFT JOIN LATERAL (
+    SELECT jj.cluster, jj.job_id, jj.start_time FROM attribution.job_events je
+    JOIN attribution.jobs jj ON jj.id = je.job_ref WHERE je.event_id = e.id ORDER BY jj.id LIMIT 1) j ON true
+WHERE e.cluster = :cluster AND e.node = :node AND e.source = :source AND e.occurred_at >= :since
+ORDER BY e.occurred_at DESC, e.id DESC LIMIT :lim"""
+#: What the counter rules' events are stored under (extract.counters.TELEMETRY_SOURCE; the store imports no
+#: extract module)
+TELEMETRY_SOURCE = "telemetry"
+
+
+def node_telemetry(conn: Connection, cluster: str, node: str, since: datetime, limit: int = 200) -> dict:
+    """The node's telemetry: the newest counters of each GPU and InfiniBand port, and its counter events since
+    `since` (newest first, at most `limit`)."""
+    p = {"cluster": cluster, "node": node, "since": since, "lim": limit}
+    gpus = [json_row(r) for r in conn.execute(text(NODE_GPU_COUNTERS), p).mappings()]
+    ports = [json_row(r) for r in conn.execute(text(NODE_PORT_COUNTERS), p).mappings()]
+    rows = conn.execute(text(NODE_COUNTER_EVENTS), {**p, "source": TELEMETRY_SOURCE, "lim": limit + 1}).mappings().all()
+    return {"gpu_counters": gpus, "port_counters": ports, "counter_events": [json_row(r) for r in rows[:limit]],
+            "counter_events_truncated": len(rows) > limit}
+
 
 def node_history(conn: Connection, cluster: str, node: str, now: datetime, days: int = 91,
                  limit: int = 200) -> dict:
     """Everything the store knows that one node did wrong in the last `days` days: its cause events by ISO week
     and kind, its recurring faults, the failed jobs it ran (culprit or not), its drain decisions and resumes,
-    and whether the drain policy names it now."""
+    and whether the drain policy names it now; its telemetry counters (node_telemetry)."""
     since = now - timedelta(days=days)
     p = {"cluster": cluster, "node": node, "since": since, "lim": limit}
     weekly = [json_row(r) for r in conn.execute(text(NODE_FAULTS_WEEKLY), p).mappings()]
@@ -156,6 +195,7 @@ def node_history(conn: Connection, cluster: str, node: str, now: datetime, days:
         "failed_jobs": [json_row(r) for r in jobs_rows[:limit]], "failed_jobs_truncated": len(jobs_rows) > limit,
         "drain_actions": drains, "drain_candidate": None if candidate is None else json_row(candidate),
         "resumed_at": None if resumed is None else format_utc(resumed),
+        **node_telemetry(conn, cluster, node, since, limit),
     }
 
 

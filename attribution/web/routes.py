@@ -1,8 +1,10 @@
 """The dashboard's pages under /ui/, rendered on the server from the store.
 
     /ui/jobs                          the job list: filters (cluster, outcome, node, user, time range), paging
-    /ui/jobs/{cluster}/{job}?start=   one job: the verdict, its symptoms and coverage gaps, its timeline
-    /ui/nodes/{cluster}/{node}        one node: recurring faults, fault events by week, failed jobs, drains
+    /ui/jobs/{cluster}/{job}?start=   one job: the verdict, the counter changes that became evidence, its
+                                      symptoms and coverage gaps, its timeline
+    /ui/nodes/{cluster}/{node}        one node: recurring faults, fault events by week, failed jobs, telemetry
+                                      counters and counter events, drains
     /ui/fleet                         the fleet report, live
     /ui/drain                         the drain candidates with their evidence
 
@@ -68,7 +70,8 @@ def _templates():
 
     env = Environment(loader=PackageLoader("attribution.web", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(css=CSS, when=when, url_job=url_job, url_node=url_node)
+    env.globals.update(css=CSS, when=when, url_job=url_job, url_node=url_node, num=_num, yes=_yes,
+                       port_errors=_port_errors)
     return env
 
 
@@ -179,7 +182,7 @@ def add_web_routes(app: FastAPI, svc: Service) -> None:
         starts = [format_utc(s) for s in found.starts]
         job_start = (doc.get("job") or {}).get("start")
         return page("job.html", title=f"Job {job_id}", page="job", doc=doc, other_starts=starts,
-                    symptom_groups=_symptom_groups(doc),
+                    symptom_groups=_symptom_groups(doc), counter_evidence=_counter_evidence(found.events, doc),
                     gaps=[c for c in doc.get("coverage") or [] if c.get("status") != "ok"],
                     timeline_url=url_job(cluster, job_id, job_start, part="timeline"))
 
@@ -266,6 +269,50 @@ def _symptom_groups(doc: dict, nodes_shown: int = 8) -> list[dict]:
         nodes = sorted(g["nodes"])
         out.append({**g, "nodes": nodes[:nodes_shown], "more_nodes": max(0, len(nodes) - nodes_shown)})
     return out
+
+
+#: an event's fields that say where it came from, not what was counted
+_EVENT_FIELDS = ("evidence", "device", "window", "vanished")
+
+
+def _counter_evidence(events: list, doc: dict) -> list[dict]:
+    """The job's counter events (rules/counters.yaml) with the counters each quotes: `0 -> 2` between the
+    snapshots, a value alone when only one snapshot was there."""
+    root = doc.get("root_cause") or {}
+    out = []
+    for e in events:
+        if e.source != browse.TELEMETRY_SOURCE:
+            continue
+        deltas = [(k, v) for k, v in sorted(e.fields.items()) if k not in _EVENT_FIELDS] or [("", e.message)]
+        out.append({"node": e.node, "device": e.gpu or e.fields.get("device") or "", "kind": e.kind,
+                    "role": e.role if e.fields.get("window") == "job" else f"{e.role} ({e.fields.get('window')})",
+                    "deltas": deltas,
+                    "root": root.get("kind") == e.kind and root.get("node") == e.node and root.get("rule") == e.rule
+                    and (root.get("gpu") or None) == e.gpu})
+    return out
+
+
+def _num(v: Any) -> str:
+    if v is None:
+        return ""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return str(int(f)) if f.is_integer() else f"{f:g}"
+
+
+def _yes(v: Any) -> str:
+    return "" if v is None else ("yes" if v else "no")
+
+
+#: port counters that move with traffic, not errors
+_TRAFFIC = ("_data", "_packets", "_wait", "lifespan")
+
+
+def _port_errors(counters: dict | None) -> list[tuple[str, Any]]:
+    return [(k.split("/", 1)[-1], v) for k, v in sorted((counters or {}).items())
+            if v and not k.endswith(_TRAFFIC)]
 
 
 def _weekly(rows: list[dict]) -> tuple[list[dict], list[str]]:

@@ -62,6 +62,16 @@ def fill_demo(engine, ruleset, end: datetime, weeks: int = DEMO_WEEKS) -> int:
     return n
 
 
+#: Jobs whose only hardware evidence is counter snapshots, one node a week apart: GPU 3 of ash-h100-02 counts
+#: uncorrectable ECC errors and a remapped row in job 5530917 (case 19), and is gone in job 5531204 (case 23).
+COUNTER_CASES = ("19-ecc-counters-grew-nccl-errors-only", "23-gpu-vanished-between-snapshots")
+
+
+def ingest_counter_cases(engine, ruleset) -> None:
+    for case in COUNTER_CASES:
+        ingest_bundle(ruleset, engine, ROOT / "tests" / "cases" / case)
+
+
 @pytest.fixture(scope="module")
 def demo_store(pg_server, pg_template, ruleset):
     from sqlalchemy.engine import make_url

@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from attribution.store import browse
 
-from tests.harness.demo_store import demo_store  # noqa: F401  (fixture)
+from tests.harness.demo_store import demo_store, ingest_counter_cases  # noqa: F401  (fixture)
 from tests.harness.service import start_service
 
 
@@ -26,6 +26,13 @@ def service(demo_store, tmp_path_factory):  # noqa: F811
         yield svc
     finally:
         svc.stop()
+
+
+@pytest.fixture(scope="module")
+def counter_jobs(demo_store, ruleset):  # noqa: F811
+    """The demo data and two jobs whose evidence is counters only (harness.demo_store.COUNTER_CASES)."""
+    ingest_counter_cases(demo_store.engine, ruleset)
+    return demo_store
 
 
 @pytest.fixture(scope="module")
@@ -203,3 +210,58 @@ def test_cursor_round_trip_and_refuses_garbage():
 
     with pytest.raises(InputError):
         browse.Cursor.decode("bm90IGEgY3Vyc29y")
+
+
+def test_the_job_page_shows_the_counter_changes_that_became_evidence(browser_session, counter_jobs):
+    r = browser_session.get("/ui/jobs/ash/5530917")
+    assert r.status_code == 200 and 'id="outcome">gpu_hardware<' in r.text
+    table = re.search(r'<table id="counter-evidence">(.*?)</table>', r.text, re.S).group(1)
+    rows = re.findall(r'<tr data-kind="([^"]+)" data-node="([^"]+)">(.*?)</tr>', table, re.S)
+    assert {(k, n) for k, n, _ in rows} == {("gpu_ecc_counter", "ash-h100-02")}
+    cells = [re.findall(r'<td class="mono">([^<]*)</td>', body) for _, _, body in rows]
+    deltas = sorted(tuple(c[-2:]) for c in cells)
+    assert deltas == [("ecc.aggregate.dram_uncorrectable", "0 -&gt; 2"), ("ecc.volatile.dram_uncorrectable", "0 -&gt; 2"),
+                      ("remapped_rows.uncorrectable", "0 -&gt; 1")]
+    assert table.count(">root cause<") == 1 and 'href="/ui/nodes/ash/ash-h100-02"' in table
+    r = browser_session.get("/ui/jobs/ash/5531204")
+    table = re.search(r'<table id="counter-evidence">(.*?)</table>', r.text, re.S).group(1)
+    assert 'data-kind="gpu_vanished"' in table and "0 -&gt; gone" in table and ">root cause<" in table
+
+
+def test_a_job_without_counter_evidence_says_so(browser_session, demo_store):
+    with demo_store.engine.connect() as c:
+        job = c.execute(text("SELECT cluster, job_id FROM attribution.job_verdicts WHERE root_kind = 'nvlink_error' "
+                             "ORDER BY job_end DESC, job_id LIMIT 1")).one()
+    r = browser_session.get(f"/ui/jobs/{job.cluster}/{job.job_id}")
+    assert '<p class="muted" id="counter-evidence">No counter snapshot of this job changed' in r.text
+
+
+def test_the_node_page_shows_its_latest_counters_and_counter_events(browser_session, counter_jobs):
+    r = browser_session.get("/ui/nodes/ash/ash-h100-02", params={"days": 3660})
+    assert r.status_code == 200
+    gpus = re.search(r'<table id="gpu-counters">(.*?)</table>', r.text, re.S).group(1)
+    rows = dict(re.findall(r'<tr data-gpu="([^"]+)">(.*?)</tr>', gpus, re.S))
+    assert len(rows) == 8
+    # GPU 3 is not in the newer job's epilog snapshot (it vanished): its newest values are job 5530917's
+    assert ">5530917</a>" in rows["0000:61:00"] and '<td class="num bad">1 / 0</td>' in rows["0000:61:00"]
+    assert '<td class="num bad">2</td>' in rows["0000:61:00"]  # aggregate uncorrectable ECC
+    assert all(">5531204</a>" in body for g, body in rows.items() if g != "0000:61:00")
+    events = re.search(r'<table id="counter-events">(.*?)</table>', r.text, re.S).group(1)
+    kinds = re.findall(r'<tr data-kind="([^"]+)">', events)
+    assert kinds == ["gpu_vanished", "gpu_ecc_counter", "gpu_ecc_counter"]  # newest first
+    assert 'href="/ui/jobs/ash/5531204?start=' in events and 'href="/ui/jobs/ash/5530917?start=' in events
+    r = browser_session.get("/ui/nodes/ash/ash-h100-01", params={"days": 3660})
+    assert '<p class="muted" id="counter-events">No counter changed' in r.text
+    assert r.text.count("<tr data-gpu=") == 8
+
+
+def test_v1_nodes_answers_the_node_telemetry(service, counter_jobs):
+    node = httpx.get(service.url + "/v1/nodes/ash/ash-h100-02", params={"days": 3660},
+                     headers=service.auth("read")).json()
+    by_gpu = {g["gpu"]: g for g in node["gpu_counters"]}
+    assert len(by_gpu) == 8 and by_gpu["0000:61:00"]["remapped_rows_uncorrectable"] == 1.0
+    assert by_gpu["0000:61:00"]["last_job_id"] == "5530917"
+    assert [(e["kind"], e["role"], e["gpu"], e["job_id"]) for e in node["counter_events"]] == [
+        ("gpu_vanished", "cause", "0000:61:00", "5531204"), ("gpu_ecc_counter", "cause", "0000:61:00", "5530917"),
+        ("gpu_ecc_counter", "cause", "0000:61:00", "5530917")]
+    assert node["counter_events_truncated"] is False and node["port_counters"] == []
