@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 
 from fastapi import FastAPI
 
@@ -38,6 +39,8 @@ scopes: `report` (POST observations and job contexts) and `read` (everything els
 def create_app(service: Service) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI):
+        for warm in getattr(_app.state, "warm", ()):  # slow one-time work of a page, off the request path
+            threading.Thread(target=warm, name="warm-up", daemon=True).start()
         try:
             yield
         finally:

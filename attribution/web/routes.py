@@ -15,7 +15,7 @@ same page. The essentials are plain HTML; only the timeline and fleet charts use
 
 from __future__ import annotations
 
-import functools
+import threading
 from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Any
@@ -101,11 +101,22 @@ def add_web_routes(app: FastAPI, svc: Service) -> None:
                 return fn(conn, *args)
         return await svc.db.run(work)
 
-    @functools.lru_cache(maxsize=1)
-    def chart_bundle() -> str:
-        from attribution.reports.vega import script_bundle
+    bundle: list[str] = []
+    bundle_lock = threading.Lock()
 
-        return script_bundle()
+    def chart_bundle() -> str:
+        """Vega's script for the chart pages, made once per app (vl-convert takes seconds; a request that comes
+        while the warm-up makes it waits for that one)."""
+        with bundle_lock:
+            if not bundle:
+                from attribution.reports.vega import script_bundle
+
+                bundle.append(script_bundle())
+            return bundle[0]
+
+    # built when the worker starts (app.py's lifespan runs app.state.warm in a thread), so the first fleet or
+    # timeline page does not wait for it
+    app.state.warm = [*getattr(app.state, "warm", []), chart_bundle]
 
     def not_found(message: str) -> HTMLResponse:
         return page("error.html", 404, title="Not found", page="error", message=message)

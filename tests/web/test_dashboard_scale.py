@@ -45,13 +45,15 @@ def big_store(pg_server, pg_template, ruleset):
         pg_server.drop_database(name)
 
 
-def _plan_rows(conn, sql: str, params: dict) -> int:
-    """Rows the plan's scans of attribution.jobs actually read (EXPLAIN ANALYZE), summed over loops."""
+def _plan_rows(conn, sql: str, params: dict, relation: str = "jobs") -> int:
+    """Rows the plan's scans of a table (attribution.jobs; for `events`, its partitions too) actually read
+    (EXPLAIN ANALYZE), summed over loops."""
     plan = conn.execute(text("EXPLAIN (ANALYZE, FORMAT JSON) " + sql), params).scalar()[0]["Plan"]
     total, stack = 0, [plan]
     while stack:
         node = stack.pop()
-        if node.get("Relation Name") == "jobs":
+        name = node.get("Relation Name") or ""
+        if name == relation or (relation != "jobs" and name.startswith(relation + "_")):
             total += int(node.get("Actual Rows", 0)) * int(node.get("Actual Loops", 1)) + \
                 int(node.get("Rows Removed by Filter", 0))
         stack.extend(node.get("Plans", []))
@@ -91,6 +93,26 @@ def test_a_page_of_the_job_list_reads_a_bounded_number_of_jobs(big_store, where,
     assert rows, "the generated history has jobs for every filter tested"
     # a full scan would read 100,000; the rarest filter (gpu_hardware) needs a few hundred newest jobs for 50
     assert read <= 2_000, read
+
+
+def test_the_node_pages_telemetry_reads_that_nodes_rows_only(big_store):
+    """The node page's counter events walk the events index on (cluster, node, occurred_at) and its device
+    counters the device_counters index: what one node did, not the million events of the fleet."""
+    from datetime import datetime, timedelta, timezone
+
+    _, engine = big_store
+    with engine.connect() as c:
+        lemon = c.execute(text("SELECT node FROM attribution.events GROUP BY node ORDER BY count(*) DESC "
+                               "LIMIT 1")).scalar()
+        own = c.execute(text("SELECT count(*) FROM attribution.events WHERE node = :n"), {"n": lemon}).scalar()
+        since = datetime.now(timezone.utc) - timedelta(days=91)
+        p = {"cluster": "fleet", "node": lemon, "since": since, "lim": 201, "source": browse.TELEMETRY_SOURCE}
+        read = _plan_rows(c, browse.NODE_COUNTER_EVENTS, p, "events")
+        devices = _plan_rows(c, browse.NODE_PORT_COUNTERS, p, "device_counters")
+        doc = browse.node_telemetry(c, "fleet", lemon, since)
+    print(f"\nnode {lemon}: {own} events, counter-events query read {read}")
+    assert 0 < own < 2_000 and 0 < read <= own, (read, own)  # a full scan would read 1,000,000
+    assert devices == 0 and doc["counter_events"] == []  # the generated history has no counters
 
 
 def test_every_page_answers_and_the_times_are_recorded(big_store, tmp_path):
