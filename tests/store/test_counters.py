@@ -75,6 +75,24 @@ def test_counted_memory_errors_in_two_jobs_drain_the_node(ruleset, store):
     assert plan["ash-h100-02"].reason.startswith("attribution: ecc-counters gpu 0000:61:00 job ")
 
 
+def test_a_gpu_that_vanished_in_one_job_drains_its_node_at_once(ruleset, store):
+    """Drain-policy condition gpu-vanished: one job in which a GPU of the prolog's snapshot is gone from the
+    epilog's (case 23) names the node, as an Xid 79 would; a GPU that is still there (case 19's other node) does
+    not."""
+    case = CASES / "23-gpu-vanished-between-snapshots"
+    d = diagnose_bundle(ruleset, case)
+    snaps = {n: read_node_telemetry(case / "nodes" / n, n) for n in d.context.nodes}
+    sd.load_policy(store, load_policy(ruleset))
+    ctx = _recent(d.context, "7801", 1)
+    events = telemetry_events(ruleset, ctx, snaps)
+    assert [(e.kind, e.node, e.gpu) for e in events] == [("gpu_vanished", "ash-h100-02", "0000:61:00")]
+    ingest(ruleset, store, ctx, events, [], "bundle", telemetry=snaps)
+    plan = {c.node: c for c in sd.candidates(store, "ash")}
+    assert set(plan) == {"ash-h100-02"}
+    assert plan["ash-h100-02"].evidence[0]["condition"] == "gpu-vanished"
+    assert plan["ash-h100-02"].reason.startswith("attribution: gpu-vanished gpu 0000:61:00")
+
+
 def test_a_spooled_report_carries_its_snapshots(ruleset, store):
     d = diagnose_bundle(ruleset, CASE19)
     snaps = {n: read_node_telemetry(CASE19 / "nodes" / n, n) for n in ("ash-h100-02",)}
