@@ -30,6 +30,24 @@ def evidence_of(source: str) -> str:
     return "job_output" if source in USER_WRITTEN_SOURCES else "system"
 
 
+def normalize_gpu(value: str | None) -> str | None:
+    """PCI ids in every printed form (`PCI:0000:9b:00`, `00000000:86:00.0`, `3b:00.0`) to `dddd:bb:dd`."""
+    if not value:
+        return None
+    v = value.strip().lower()
+    if v.startswith("pci:"):
+        v = v[4:]
+    parts = v.split(":")
+    if len(parts) == 2:
+        parts = ["0000"] + parts
+    if len(parts) != 3:
+        return value.strip().lower()
+    domain, bus, dev = parts
+    dev = dev.split(".", 1)[0]
+    domain = domain[-4:].rjust(4, "0")
+    return f"{domain}:{bus.rjust(2, '0')}:{dev.rjust(2, '0')}"
+
+
 def _frozen_map(m: Mapping | None) -> Mapping:
     return MappingProxyType(dict(m or {}))
 

@@ -204,6 +204,30 @@ def test_the_slim_node_install_spools_while_the_service_or_the_database_is_away(
     assert site.stdout.strip() == "[]", "the slim install pulls only what the node agent needs"
 
 
+def test_the_nvml_extra_reads_gpus_on_python_39_and_is_a_gap_without_the_driver(venv_for, tmp_path):
+    """`attribution[nvml]` on the oldest node Python: nvidia-ml-py from the registry installs, `attribution
+    nvml-snapshot` runs, and on a machine without libnvidia-ml (this one) writes one note instead of failing;
+    over a fake libnvidia-ml (tests/harness/fakenvml.py) the installed agent reads the GPUs."""
+    venv = venv_for(need_python("3.9", NODE["3.9"]), "nvml")
+    out = tmp_path / "nvml.txt"
+    r = subprocess.run([str(venv / "bin" / "attribution"), "nvml-snapshot", str(out)], capture_output=True,
+                       text=True, timeout=120, cwd="/", env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert out.read_text() == "note NVML unavailable: NVML Shared Library Not Found\n"
+    spec = tmp_path / "gpus.json"
+    spec.write_text('[{"bus": "1b"}, {"bus": "61", "handle_error": 15}]')
+    probe = (f"import sys; sys.path.insert(0, {str(ROOT / 'tests' / 'harness')!r}); import fakenvml, json; "
+             f"fakenvml.install(fakenvml.gpus_from_spec(json.load(open({str(spec)!r})))); "
+             "from attribution.node.agent import main; import attribution; print(attribution.__file__); "
+             f"sys.exit(main(['nvml-snapshot', {str(out)!r}]))")
+    r = subprocess.run([str(venv / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=120,
+                       cwd="/")
+    assert r.returncode == 0 and str(venv) in r.stdout, r.stdout + r.stderr  # the installed package, not ROOT's
+    lines = out.read_text().splitlines()
+    assert lines[0] == "driver 535.183.01" and "gpu 0000:1b:00 ecc.volatile.dram_uncorrectable 0" in lines
+    assert "lost #1 GPU is lost" in lines
+
+
 @pytest.mark.parametrize("version", sorted(NODE))
 def test_the_node_agent_spools_while_the_database_is_away(version, venv_for, tmp_path, pg_url):
     python = need_python(version, NODE[version])

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from attribution.collect.telemetry import normalize_gpu
+from attribution.model import normalize_gpu
 
 #: NVML's return code that means the device is gone (nvml.h NVML_ERROR_GPU_IS_LOST). A handle that cannot be had
 #: at all (GPU is lost, Unknown Error: what a GPU that fell off the bus gives) is a `lost #index` line.

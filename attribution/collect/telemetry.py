@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from attribution.extract.events import normalize_gpu
+from attribution.model import normalize_gpu
 from attribution.samples import Snapshot
 
 NVIDIA_SMI_XML = "nvidia-smi.xml"

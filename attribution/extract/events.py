@@ -13,27 +13,9 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Iterable, Mapping
 
-from attribution.model import Event, ExecutionContext, Observation
+from attribution.model import Event, ExecutionContext, Observation, normalize_gpu
 from attribution.rulepack.values import SPECIAL_GROUPS, Rule, RuleSet
 from attribution.timeparse import TimeError, parse_iso, resolve_zone
-
-
-def normalize_gpu(value: str | None) -> str | None:
-    """PCI ids in every printed form (`PCI:0000:9b:00`, `00000000:86:00.0`, `3b:00.0`) to `dddd:bb:dd`."""
-    if not value:
-        return None
-    v = value.strip().lower()
-    if v.startswith("pci:"):
-        v = v[4:]
-    parts = v.split(":")
-    if len(parts) == 2:
-        parts = ["0000"] + parts
-    if len(parts) != 3:
-        return value.strip().lower()
-    domain, bus, dev = parts
-    dev = dev.split(".", 1)[0]
-    domain = domain[-4:].rjust(4, "0")
-    return f"{domain}:{bus.rjust(2, '0')}:{dev.rjust(2, '0')}"
 
 
 INT4_MAX = 2**31 - 1

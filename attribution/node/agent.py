@@ -215,12 +215,15 @@ def run_epilog(config_path=None, rules_dir=None, *, budget: float | None = None,
 def nvml_snapshot(path: str, err=None) -> None:
     """The GPU part of a counter snapshot through NVML, into `path` (collect/nvml.py). Never raises: without
     nvidia-ml-py or the driver the file holds one note (a coverage gap)."""
-    from attribution.collect.nvml import nvml_listing, write_listing
-
     try:
+        from attribution import compat
+
+        compat.enable()
+        from attribution.collect.nvml import nvml_listing, write_listing
+
         write_listing(path, nvml_listing())
-    except OSError as exc:
-        print(f"attribution nvml-snapshot: {exc}", file=err or sys.stderr)
+    except Exception as exc:  # never let the hook fail: no listing is a coverage gap
+        print(f"attribution nvml-snapshot: {type(exc).__name__}: {exc}", file=err or sys.stderr)
 
 
 def spool_status(config_path=None) -> int:
