@@ -236,6 +236,40 @@ def test_counters_that_grew_on_node2_make_gpu_hardware_with_no_xid_anywhere(clus
         assert all(r[1] == "0" for r in runs[name]) and max(ms) < BUDGET * 1000
 
 
+def test_a_gpu_that_falls_off_the_bus_on_node2_is_the_root_cause_with_no_xid(cluster, db):
+    """During the job node2's GPU 3 (0000:61:00.0) falls off the bus and the kernel removes it: the epilog's
+    nvidia-smi lists seven GPUs and its PCI function leaves /sys/bus/pci/devices. No kernel line reaches the
+    job's logs, the output has only an NCCL completion error: the vanished GPU is the root cause on node2."""
+    fake = cluster.fakes["node2"]
+    gone = fake.root / "gpu3-gone.xml"
+    gone.write_text(smi_document(8, without=(3,)))
+    link = fake.sys / "bus" / "pci" / "devices" / fake.gpu_bdf[3]
+    task = cluster.base / "jobs" / "task-gone.sh"
+    task.parent.mkdir(exist_ok=True)
+    task.write_text(
+        "#!/bin/bash\n"
+        f'[ "$SLURM_NODEID" = 1 ] && cp {gone} {fake.smi_file} && rm -f {link}\n'
+        "sleep 1\n"
+        'echo "$(hostname):4242:4243 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer '
+        '10.0.0.2<1234> with error 12, opcode 0, len 0, vendor err 129 (Recv)"\n'
+        "exit 1\n")
+    task.chmod(0o755)
+    fake.lost = {3}  # what reset() restores after the test
+    job = _job(cluster, f"srun -l {task}\nexit 1")
+    assert cluster.wait_job(job) == "FAILED"
+    runs = _wait_runs(cluster, job, {"prolog": 2, "epilog": 2, "epilog-ctld": 1})
+    v = _verdict(db, job, "gpu_hardware")
+    assert v is not None and v[0] == "gpu_hardware", v
+    assert v[1] == ["node2"] and v[2] == "gpu_vanished" and v[3] == "node2"
+    with db.connect() as c:
+        rules = c.execute(text(
+            "SELECT e.rule, e.gpu FROM attribution.job_events je JOIN attribution.events e ON e.id = je.event_id "
+            "JOIN attribution.jobs j ON j.id = je.job_ref WHERE j.job_id = :j AND e.source = 'telemetry' "
+            "ORDER BY e.rule"), {"j": job}).all()
+    assert rules == [("counters.gpu_vanished", "0000:61:00"), ("counters.pcie_gpu_function_vanished", "0000:61:00")]
+    assert all(r[1] == "0" for r in runs["epilog"] + runs["prolog"])
+
+
 def test_a_link_down_counted_on_node1_during_a_clean_job_is_stored(cluster, db):
     """link_downed grows on node1's mlx5_3 during a job that still succeeds: the clean epilog sees the
     counter change and starts Python; the event is kept as a network cause on node1."""
