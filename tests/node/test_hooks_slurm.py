@@ -201,6 +201,22 @@ def test_successful_job_with_clean_logs_starts_no_python(cluster, db):
         assert c.execute(text("SELECT count(*) FROM attribution.jobs WHERE job_id = :j"), {"j": job}).scalar() == 0
 
 
+def _nccl_failure_with(cluster, name: str, on_node2: str) -> str:
+    """A failed job whose tasks print only an NCCL completion error; node2's tasks first run `on_node2` (what
+    the hardware does to the fake node during the job). Returns the job id."""
+    task = cluster.base / "jobs" / f"task-{name}.sh"
+    task.parent.mkdir(exist_ok=True)
+    task.write_text(
+        "#!/bin/bash\n"
+        f'[ "$SLURM_NODEID" = 1 ] && {on_node2}\n'
+        "sleep 1\n"
+        'echo "$(hostname):4242:4243 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer '
+        '10.0.0.2<1234> with error 12, opcode 0, len 0, vendor err 129 (Recv)"\n'
+        "exit 1\n")
+    task.chmod(0o755)
+    return _job(cluster, f"srun -l {task}\nexit 1")
+
+
 def test_counters_that_grew_on_node2_make_gpu_hardware_with_no_xid_anywhere(cluster, db):
     """The prolog and epilog snapshot the faked GPUs (8 per node) on both nodes; during the job node2's GPU 3
     counts two uncorrectable DRAM errors and a remapped row. No kernel line, only NCCL errors in the output.
@@ -210,17 +226,7 @@ def test_counters_that_grew_on_node2_make_gpu_hardware_with_no_xid_anywhere(clus
     fake = cluster.fakes["node2"]
     grown = fake.root / "ecc-grown.xml"
     grown.write_text(smi_document(8, {3: {"dram_uncorrectable": "2", "remapped_row_unc": "1"}}))
-    task = cluster.base / "jobs" / "task-ecc.sh"
-    task.parent.mkdir(exist_ok=True)
-    task.write_text(
-        "#!/bin/bash\n"
-        f'[ "$SLURM_NODEID" = 1 ] && cp {grown} {fake.smi_file}\n'
-        "sleep 1\n"
-        'echo "$(hostname):4242:4243 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer '
-        '10.0.0.2<1234> with error 12, opcode 0, len 0, vendor err 129 (Recv)"\n'
-        "exit 1\n")
-    task.chmod(0o755)
-    job = _job(cluster, f"srun -l {task}\nexit 1")
+    job = _nccl_failure_with(cluster, "ecc", f"cp {grown} {fake.smi_file}")
     assert cluster.wait_job(job) == "FAILED"
     runs = _wait_runs(cluster, job, {"prolog": 2, "epilog": 2, "epilog-ctld": 1})
     v = _verdict(db, job, "gpu_hardware")
@@ -244,18 +250,8 @@ def test_a_gpu_that_falls_off_the_bus_on_node2_is_the_root_cause_with_no_xid(clu
     gone = fake.root / "gpu3-gone.xml"
     gone.write_text(smi_document(8, without=(3,)))
     link = fake.sys / "bus" / "pci" / "devices" / fake.gpu_bdf[3]
-    task = cluster.base / "jobs" / "task-gone.sh"
-    task.parent.mkdir(exist_ok=True)
-    task.write_text(
-        "#!/bin/bash\n"
-        f'[ "$SLURM_NODEID" = 1 ] && cp {gone} {fake.smi_file} && rm -f {link}\n'
-        "sleep 1\n"
-        'echo "$(hostname):4242:4243 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer '
-        '10.0.0.2<1234> with error 12, opcode 0, len 0, vendor err 129 (Recv)"\n'
-        "exit 1\n")
-    task.chmod(0o755)
     fake.lost = {3}  # what reset() restores after the test
-    job = _job(cluster, f"srun -l {task}\nexit 1")
+    job = _nccl_failure_with(cluster, "gone", f"cp {gone} {fake.smi_file} && rm -f {link}")
     assert cluster.wait_job(job) == "FAILED"
     runs = _wait_runs(cluster, job, {"prolog": 2, "epilog": 2, "epilog-ctld": 1})
     v = _verdict(db, job, "gpu_hardware")
