@@ -60,6 +60,7 @@ class EpilogSettings:
     state_dir: str | None = None  # prolog start stamps; default <home>/state
     job_output: bool = True  # the controller hook reads the job's stdout/stderr
     job_output_bytes: int = 16 * 1024 * 1024  # ... at most the last this many bytes of each (issue 18: bounded)
+    node_log_bytes: int = 64 * 1024 * 1024  # of the kernel and Fabric Manager logs: from the job's start on
 
 
 # -- connectors: where a job's context and evidence live when it is not an incident bundle ---------------------
@@ -320,9 +321,10 @@ def _build(cls, values: dict, origin: str, section: str):
 
 
 def _check_epilog(e: EpilogSettings, origin: str) -> EpilogSettings:
-    v = e.job_output_bytes
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ConfigError(f"{origin}: epilog.job_output_bytes: expected a positive whole number, got {v!r}")
+    for name in ("job_output_bytes", "node_log_bytes"):
+        v = getattr(e, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"{origin}: epilog.{name}: expected a positive whole number, got {v!r}")
     return e
 
 

@@ -215,8 +215,6 @@ def test_l7_parallel_first_ingests_of_many_months_do_not_deadlock(ruleset, store
 
 
 def test_h2_journald_is_read_through_its_kernel_transport_and_only_kernel_tags_count(ruleset, monkeypatch):
-    import subprocess
-
     from attribution.collect import live
     from attribution.collect.nodelogs import NodeLogSpec
     from attribution.scope.bundle import parse_context
@@ -228,11 +226,11 @@ def test_h2_journald_is_read_through_its_kernel_transport_and_only_kernel_tags_c
            f"{iso} n1 kernel: NVRM: Xid (PCI:0000:5e:00): 79, pid=1, name=x, GPU has fallen off the bus.\n").encode()
     seen = {}
 
-    def fake_run(cmd, **kw):
+    def fake_run(cmd, timeout, max_bytes):
         seen["cmd"] = cmd
-        return subprocess.CompletedProcess(cmd, 0, stdout=out, stderr=b"")
+        return out, b"", 0, False
 
-    monkeypatch.setattr(live.subprocess, "run", fake_run)
+    monkeypatch.setattr(live, "_bounded_run", fake_run)
     ctx = parse_context(json.dumps({"cluster": "c", "job_id": "1", "nodes": ["n1"], "start": start.isoformat(),
                                     "end": NOW.isoformat()}))
     obs, cov = live.read_journal(NodeLogSpec("kernel", "n1", "journald"), ctx, ruleset.prefilter("kernel"), start,

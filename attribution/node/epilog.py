@@ -202,7 +202,8 @@ def run_node(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_factor
     ctx = node_context(env, window, cluster, boot_time())
     sources = sources or LiveSources(kernel=settings.epilog.kernel_source, kernel_file=settings.epilog.kernel_file,
                                      fabricmanager_log=settings.epilog.fabricmanager_log,
-                                     timeout=max(1.0, (deadline - time.monotonic()) / 3))
+                                     timeout=max(1.0, (deadline - time.monotonic()) / 3),
+                                     max_bytes=settings.epilog.node_log_bytes)
     obs, cov = collect_node(sources, node, ctx, ruleset.prefilter, window.start, window.end, offsets,
                             margins=ruleset.graph.margins())
     events = extract(ruleset, ctx, obs)
