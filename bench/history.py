@@ -1,15 +1,14 @@
-"""A year of fleet history generated inside PostgreSQL, for the fleet-query benchmark.
+"""Fleet history generated inside PostgreSQL, for the fleet-query benchmark, at a fixed fleet rate.
 
-The fleet: 10,000 nodes with 8 GPUs each (80,000 GPUs), 52 weeks ending now, one job per 100 events.
-Hardware is what it is: over the year the fleet logs HARDWARE_CAUSES hardware-cause events (GPU off the bus,
-ECC, NVLink, firmware) and HARDWARE_CONTEXT context events (Xid 63 row-remap notices), most of them on the
-fleet's lemons (2 % of the GPUs take 80 % of the causes), the rest anywhere, as field reports describe (a few
-nodes account for most exclusions). What grows with the number of jobs is the jobs' own output: NCCL errors,
-watchdog timeouts, task exits. So a larger history of the same fleet and year is more symptoms, not more
-hardware faults: `fill(..., hardware=True)` writes the year's hardware events among its symptoms, later fills
-add jobs with symptoms only. Causes are linked to their job; jobs with a cause get a verdict with that root
-cause. The rollups (fault_weeks, fault_series, failed_roots) are rebuilt from the raw tables with the same
-definitions the ingest path maintains, so the views read what they would read after ingesting this history.
+The fleet: 10,000 nodes with 8 GPUs each (80,000 GPUs), one job per 100 events, jobs ending at a fixed rate
+(JOBS_PER_WEEK): job k ends in the k-th slot back from now, so a history ten times as long is ten times as many
+weeks of the same fleet, not ten times as much in the same year. Hardware is what it is, at the same rate all
+along: one event in CAUSE_EVERY is a hardware cause (GPU off the bus, ECC, NVLink, firmware), one in CONTEXT_EVERY
+a context event (Xid 63 row-remap notices), most causes on the fleet's lemons (2 % of the GPUs take 80 % of them),
+the rest anywhere, as field reports describe; the other events are the jobs' own symptoms (NCCL errors). Causes
+are linked to their job; jobs with a cause get a verdict with that root cause. The rollups (fault_weeks,
+fault_series, failed_roots) are rebuilt from the raw tables with the same definitions the ingest path maintains,
+so the views read what they would read after ingesting this history.
 """
 
 from __future__ import annotations
@@ -22,10 +21,10 @@ from sqlalchemy import Engine, text
 NODES = 10_000
 GPUS_PER_NODE = 8
 LEMON_GPUS = 1_600
-WEEKS = 52
 EVENTS_PER_JOB = 100
-HARDWARE_CAUSES = 50_000
-HARDWARE_CONTEXT = 100_000
+JOBS_PER_WEEK = 10_000 // 52  # 1,000,000 events are a year
+CAUSE_EVERY = 20  # 50,000 hardware causes per 1,000,000 events
+CONTEXT_EVERY = 10
 INFRA = "('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')"
 
 CAUSES = "ARRAY['gpu_fallen_off_bus','gpu_ecc_dbe','nvlink_error','gpu_ecc_contained','gpu_xid_error']"
@@ -33,20 +32,24 @@ CAUSE_CODES = "ARRAY[79, 48, 74, 94, 119]"
 CAUSE_OUTCOMES = "ARRAY['gpu_hardware','gpu_hardware','nvlink','gpu_hardware','gpu_hardware']"
 
 
-def fill(engine: Engine, start_index: int, count: int, hardware: bool, events_per_job: int = EVENTS_PER_JOB,
-         hardware_causes: int = HARDWARE_CAUSES, hardware_context: int = HARDWARE_CONTEXT) -> None:
-    """Events start_index .. start_index+count-1. With `hardware`, one event in count/hardware_causes is a cause
-    and one in count/hardware_context a context event (the year's hardware); otherwise all are symptoms.
-    Job k owns events k*events_per_job .. (k+1)*events_per_job-1."""
+def weeks_of(events: int, events_per_job: int = EVENTS_PER_JOB) -> float:
+    """How many weeks of the fleet `events` events are."""
+    return events / events_per_job / JOBS_PER_WEEK
+
+
+def fill(engine: Engine, start_index: int, count: int, events_per_job: int = EVENTS_PER_JOB) -> None:
+    """Events start_index .. start_index+count-1, going back in time from the ones before. Job k owns events
+    k*events_per_job .. (k+1)*events_per_job-1 and ends in the k-th slot of 1/JOBS_PER_WEEK weeks before now."""
     per_job = events_per_job
     lo, hi = start_index, start_index + count - 1
-    cause_every = max(1, count // hardware_causes) if hardware else 0
-    context_every = max(1, count // hardware_context) if hardware else 0
+    slot = 7 * 86400 // JOBS_PER_WEEK  # seconds between two job ends
+    cause_every, context_every = CAUSE_EVERY, CONTEXT_EVERY
+    weeks = int(weeks_of(start_index + count, per_job)) + 1
     with engine.begin() as c:
         c.execute(text("SET LOCAL statement_timeout = 0"))
         c.execute(text(
             "SELECT attribution.ensure_event_partition(now() - make_interval(days => d)) "
-            "FROM generate_series(0, 7 * :w + 31, 28) d"), {"w": WEEKS})
+            "FROM generate_series(0, 7 * :w + 31, 28) d"), {"w": weeks})
         c.execute(text("SELECT attribution.ensure_event_partition(now())"))
         # jobs for the new events: job k owns events k*100 .. k*100+99
         c.execute(text(f"""
@@ -54,7 +57,7 @@ def fill(engine: Engine, start_index: int, count: int, hardware: bool, events_pe
                                           gpus_per_node, context, context_source, context_rank)
             SELECT 'fleet', k::text, t - interval '3 hours', t, 'user' || (k % 97), 'FAILED',
                    ARRAY['n' || lpad(((k * 7919) % {NODES})::text, 5, '0')], {GPUS_PER_NODE}, '{{}}'::jsonb, 'bench', 3
-            FROM (SELECT k, now() - make_interval(secs => ((k * 2654435761) % ({WEEKS} * 7 * 86400))) AS t
+            FROM (SELECT k, now() - make_interval(secs => k * {slot} + (k * 2654435761) % {slot}) AS t
                   FROM generate_series(CAST(:lo AS bigint) / {per_job}, CAST(:hi AS bigint) / {per_job}) k) x
             ON CONFLICT DO NOTHING"""), {"lo": lo, "hi": hi})
         c.execute(text(f"""
@@ -75,7 +78,7 @@ def fill(engine: Engine, start_index: int, count: int, hardware: bool, events_pe
                    NULL, 'error', 'bench.generated', 'bench\\:' || i, 'generated event ' || i, 'generated event ' || i
             FROM (
               SELECT i, cls,
-                     now() - make_interval(secs => (((i / {per_job}) * 2654435761) % ({WEEKS} * 7 * 86400))
+                     now() - make_interval(secs => (i / {per_job}) * {slot} + ((i / {per_job}) * 2654435761) % {slot}
                                                    + (i % {per_job}) * 7) AS t,
                      g AS gpu, g / {GPUS_PER_NODE} AS node
               FROM (SELECT i, cls,

@@ -1,0 +1,115 @@
+"""The store's benchmarks: ingest against COPY of the same rows, and the fleet queries as the history grows."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from bench.report import ROOT, Result
+
+
+def database(work: Path, name: str):
+    """An embedded PostgreSQL of its own in `work`, migrated: (server, engine, URL)."""
+    from sqlalchemy.engine import make_url
+
+    from attribution.config import Settings
+    from attribution.store.embedded import EmbeddedPostgres
+    from attribution.store import migrate
+    from attribution.store.db import Target, make_engine
+
+    pg = EmbeddedPostgres(work / f"pg-{name}")
+    url = pg.ensure_running()
+    engine = make_engine(Target(make_url(url), True), Settings(), pool_size=4)
+    migrate.upgrade(engine)
+    return pg, engine, url
+
+
+def bench_store(work: Path, quick: bool) -> Result:
+    """Target 3: ingest (dedup, links, rollups, re-attribution, verdict) against COPY of the same rows, the COPY
+    baseline building its rows (fingerprints, JSON of the fields) inside its timer as the ingest does."""
+    import json
+    from datetime import timedelta
+
+    from sqlalchemy import text
+
+    from attribution.model import Event
+    from attribution.pipeline import diagnose_bundle, ingest
+    from attribution.rulepack.load import load_rules
+    from attribution.store.codec import fingerprint
+    from attribution.store.writer import EVENT_COLUMNS
+
+    rs = load_rules(ROOT / "rules")
+    d = diagnose_bundle(rs, ROOT / "tests" / "incidents" / "02-xid48-dbe-ecc-xid31")
+    protos = list(d.events)
+    jobs = 20 if quick else 100
+    per_job = 2000
+    batches = []
+    for j in range(jobs):
+        ctx = type(d.context)(**{**{k: getattr(d.context, k) for k in d.context.__slots__},
+                                 "cluster": f"bench{j}", "job_id": str(j)})
+        evs = []
+        for i in range(per_job):
+            p = protos[i % len(protos)]
+            t = (p.time or d.context.end) - timedelta(seconds=i % 600)
+            evs.append(Event(**{**{k: getattr(p, k) for k in p.__slots__}, "time": t,
+                                "location": f"{p.location}#{i}", "message": f"{p.message} #{i}"}))
+        batches.append((ctx, evs))
+    pg, engine, _ = database(work, "store")
+    try:
+        t0 = time.perf_counter()
+        for ctx, evs in batches:
+            ingest(rs, engine, ctx, evs, [], "bundle")
+        ingest_s = time.perf_counter() - t0
+        n = jobs * per_job
+        with engine.begin() as c:
+            raw = c.connection.driver_connection
+            t0 = time.perf_counter()
+            with raw.cursor().copy(f"COPY attribution.events ({', '.join(EVENT_COLUMNS)}) FROM STDIN") as cp:
+                for ctx, evs in batches:
+                    for e in evs:
+                        cp.write_row((e.time, fingerprint(ctx.cluster, e, "") + b"copy", ctx.cluster, e.node,
+                                      e.source, e.kind, e.role, e.code, e.gpu, e.rank, True, e.outcome, e.action,
+                                      e.severity, e.rule, e.location, e.message, e.line,
+                                      json.dumps(dict(e.fields), sort_keys=True)))
+        copy_s = time.perf_counter() - t0  # including the commit
+        with engine.connect() as c:
+            stored = c.execute(text("SELECT count(*) FROM attribution.events")).scalar()
+    finally:
+        engine.dispose()
+        pg.stop()
+    ours, base = n / ingest_s, n / copy_s
+    return Result(f"3. store: {n:,} events in {jobs} jobs through ingest (dedup, links, rollups, re-attribution, "
+                  f"verdict)", f"{ours:,.0f} events/s", f"COPY of the same rows, building them inside the timer: "
+                  f"{base:,.0f} rows/s", f"{ours / base:.2f} of COPY", ">= 0.5 of COPY", ours / base >= 0.5,
+                  [f"{stored:,} rows in events after both"])
+
+
+def bench_fleet(work: Path, quick: bool) -> Result:
+    """Target 4a: the fleet queries as the history grows 10x at a fixed fleet rate (10x the weeks, the same jobs
+    and faults per week)."""
+    from bench.history import fill, query_times, weeks_of
+
+    sizes = (100_000, 1_000_000) if quick else (1_000_000, 10_000_000)
+    pg, engine, _ = database(work, "fleet")
+    try:
+        times = {}
+        stored = 0
+        for size in sizes:
+            fill(engine, start_index=stored, count=size - stored)
+            stored = size
+            times[size] = query_times(engine)
+    finally:
+        engine.dispose()
+        pg.stop()
+    small, big = sizes
+    rec = times[big]["recurring_faults"] / times[small]["recurring_faults"]
+    plan = times[big]["drain_plan"] / times[small]["drain_plan"]
+    ms = {k: {q: v * 1000 for q, v in t.items()} for k, t in times.items()}
+    return Result(f"4a. fleet queries at {small:,} and {big:,} stored events ({weeks_of(small):.0f} and "
+                  f"{weeks_of(big):.0f} weeks of a 10,000-node, 80,000-GPU fleet at a fixed rate)",
+                  f"recurring_faults {ms[small]['recurring_faults']:.0f} -> {ms[big]['recurring_faults']:.0f} ms; "
+                  f"drain plan {ms[small]['drain_plan']:.0f} -> {ms[big]['drain_plan']:.0f} ms",
+                  f"the same queries at {small:,} events", f"{rec:.2f}x (recurring), {plan:.2f}x (drain plan)",
+                  "<= 1.2x each", rec <= 1.2 and plan <= 1.2,
+                  [f"node_faults_weekly {ms[small]['node_faults_weekly']:.0f} -> "
+                   f"{ms[big]['node_faults_weekly']:.0f} ms (not a target)"])
