@@ -208,6 +208,10 @@ class Verdict:
     causes: tuple[Event, ...] = ()  # every cause left unexplained, root first
     #: per culprit, in the same order: `system` when system-written evidence names it, else `job_output`
     culprit_evidence: tuple[str, ...] = ()
+    # when the symptoms were folded as they streamed (correlate.digest): `symptoms` lists the first of them, these
+    # count them all: the total, and (kind, node, count, first time, last time) per group
+    symptoms_total: int | None = None
+    symptom_groups: tuple[tuple, ...] | None = None
 
     def evidence_of_culprit(self, i: int) -> str:
         return self.culprit_evidence[i] if i < len(self.culprit_evidence) else "system"

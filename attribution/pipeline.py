@@ -55,6 +55,42 @@ def diagnose_bundle(ruleset: RuleSet, bundle: Path, max_symptoms: int | None = N
                                  telemetry_events(ruleset, ctx, snaps))
 
 
+#: How many symptoms a verdict lists when nobody asked for a number (the totals and groups count them all).
+LISTED_SYMPTOMS = 1000
+
+
+def diagnose_bundle_folded(ruleset: RuleSet, bundle: Path, listed: int = LISTED_SYMPTOMS) -> Diagnosis:
+    """diagnose_bundle in memory bounded by the causes, not by the logs: each observation is extracted as it is
+    read and its symptoms folded (correlate.digest). The verdict is diagnose_bundle's with its symptom list cut
+    at `listed` (totals and groups exact); the diagnosis's events are the kept ones (causes, context, the first
+    `listed` symptoms), not every symptom."""
+    from attribution.collect.bundle import stream_bundle
+    from attribution.correlate.digest import SymptomDigest
+    from attribution.extract.events import believable_window, extract_one, untrusted_time_dropped
+    from attribution.timeparse import resolve_zone
+
+    bundle = Path(bundle)
+    if not bundle.exists():
+        raise InputError(str(bundle), "no such bundle")
+    if not bundle.is_dir():
+        raise InputError(str(bundle), "not a directory (an incident bundle is a folder with context.yaml)")
+    ctx = load_context(bundle / "context.yaml")
+    zone = resolve_zone(ctx.timezone)
+    lo, hi = believable_window(ruleset, ctx)
+    digest = SymptomDigest(ruleset.graph, ctx, listed)
+    coverage: list[Coverage] = []
+    for obs in stream_bundle(bundle, ctx, ruleset.prefilter, coverage):  # as extract() does, one at a time
+        digest.extend(untrusted_time_dropped(e, lo, hi) for e in extract_one(ruleset, ctx, obs, zone))
+    for obs in scheduler_observations(ctx):
+        digest.extend(untrusted_time_dropped(e, lo, hi) for e in extract_one(ruleset, ctx, obs, zone))
+    snaps, tcov = collect_bundle_telemetry(bundle, ctx.nodes)
+    digest.extend(telemetry_events(ruleset, ctx, snaps))
+    coverage += tcov
+    verdict = correlate(ruleset, ctx, (), coverage, digest=digest)
+    events = sorted(digest.kept + digest.top(), key=Event.sort_key)
+    return Diagnosis(ctx, tuple(events), tuple(coverage), verdict)
+
+
 def telemetry_events(ruleset: RuleSet, ctx: ExecutionContext, snapshots) -> list[Event]:
     """The counter rules' events of every node's (prolog, epilog) snapshots."""
     from attribution.extract.counters import counter_rules, evaluate

@@ -30,7 +30,9 @@ from attribution.cli.connector_options import apply_connector_options, connector
                    "slurm-%j.out in the job's working directory).")
 @connector_options
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict JSON (spec/verdict.md).")
-@click.option("--max-symptoms", type=int, default=None, help="List at most this many symptoms (all by default).")
+@click.option("--max-symptoms", type=click.IntRange(min=0), default=None,
+              help="List at most this many symptoms (default 1000; symptoms_total and symptom_groups count them "
+                   "all).")
 @click.option("--html", "html_out", type=click.Path(path_type=Path), default=None,
               help="Also write the job timeline as one self-contained HTML page.")
 @click.pass_context
@@ -39,7 +41,8 @@ def diagnose(ctx: click.Context, bundle: Path | None, slurm_job: str | None, kue
              max_symptoms: int | None, html_out: Path | None, **connector_flags) -> None:
     """Diagnose one job (no database): an incident BUNDLE offline, or a live --slurm-job / --kueue-workload /
     --context with the configured connectors. Exit 0 whatever the outcome."""
-    from attribution.pipeline import diagnose_bundle, diagnose_kueue_workload, diagnose_slurm_job, diagnose_static
+    from attribution.pipeline import (LISTED_SYMPTOMS, diagnose_bundle, diagnose_bundle_folded,
+                                      diagnose_kueue_workload, diagnose_slurm_job, diagnose_static)
     from attribution.reports.render import render_text, verdict_to_dict
 
     if sum(x is not None for x in (bundle, slurm_job, kueue_workload, context_file)) != 1:
@@ -49,7 +52,11 @@ def diagnose(ctx: click.Context, bundle: Path | None, slurm_job: str | None, kue
         if any(v for v in connector_flags.values()) or job_output or pod_selector:
             raise click.UsageError("a BUNDLE carries its own evidence: connector flags go with --slurm-job, "
                                    "--kueue-workload or --context")
-        d = diagnose_bundle(ruleset_of(ctx), bundle)
+        if html_out is None:  # symptoms folded as they stream: memory bounded however noisy the logs
+            d = diagnose_bundle_folded(ruleset_of(ctx), bundle, LISTED_SYMPTOMS if max_symptoms is None
+                                       else max_symptoms)
+        else:  # the timeline shows every event
+            d = diagnose_bundle(ruleset_of(ctx), bundle)
     else:
         settings = apply_connector_options(settings_of(ctx), **connector_flags)
         if context_file is not None:
@@ -64,7 +71,8 @@ def diagnose(ctx: click.Context, bundle: Path | None, slurm_job: str | None, kue
 
         write_timeline(d, html_out)
     if as_json:
-        click.echo(json.dumps(verdict_to_dict(d.verdict, symptom_limit=max_symptoms), indent=2))
+        limit = LISTED_SYMPTOMS if max_symptoms is None else max_symptoms
+        click.echo(json.dumps(verdict_to_dict(d.verdict, symptom_limit=limit), indent=2))
     else:
         click.echo(render_text(d.verdict))
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterator, Mapping
 
 from attribution.safefile import shown_name
 from attribution.model import Coverage, ExecutionContext, Observation
-from attribution.collect.joboutput import read_job_output
-from attribution.collect.nodelogs import NodeLogSpec, read_node_log
+from attribution.collect.joboutput import stream_job_output
+from attribution.collect.nodelogs import NodeLogSpec, stream_node_log
 from attribution.collect.scan import Prefilter
 
 KERNEL_LOG = "kernel.log"
@@ -20,8 +20,14 @@ OTHER_LOG_SUFFIXES = (".log", ".txt")
 def collect_bundle(bundle: Path, ctx: ExecutionContext,
                    prefilter_for: Callable[[str], Prefilter]) -> tuple[list[Observation], list[Coverage]]:
     """All observations of a bundle, with one coverage record per source and node (or job file)."""
-    observations: list[Observation] = []
     coverage: list[Coverage] = []
+    observations = list(stream_bundle(bundle, ctx, prefilter_for, coverage))
+    return observations, coverage
+
+
+def stream_bundle(bundle: Path, ctx: ExecutionContext, prefilter_for: Callable[[str], Prefilter],
+                  coverage: list[Coverage]) -> Iterator[Observation]:
+    """collect_bundle one observation at a time, each file's coverage record added to `coverage` as it ends."""
     nodes_dir = bundle / "nodes"
     for node in ctx.nodes:
         ndir = nodes_dir / node
@@ -32,23 +38,16 @@ def collect_bundle(bundle: Path, ctx: ExecutionContext,
             continue
         for source, name in (("kernel", KERNEL_LOG), ("fabricmanager", FABRICMANAGER_LOG)):
             spec = NodeLogSpec(source, node, f"nodes/{node}/{name}")
-            obs, cov = read_node_log(ndir / name, spec, ctx, prefilter_for(source))
-            observations.extend(obs)
-            coverage.append(cov)
+            yield from stream_node_log(ndir / name, spec, ctx, prefilter_for(source), coverage.append)
         for extra in _other_logs(ndir):
             spec = NodeLogSpec("node", node, f"nodes/{node}/{shown_name(extra.name)}")
-            obs, cov = read_node_log(extra, spec, ctx, prefilter_for("node"))
-            observations.extend(obs)
-            coverage.append(cov)
+            yield from stream_node_log(extra, spec, ctx, prefilter_for("node"), coverage.append)
     job_dir = bundle / "job"
     files = sorted(p for p in job_dir.iterdir() if p.is_file()) if job_dir.is_dir() else []
     if not files:
         coverage.append(Coverage("job", None, "missing", reason="no job output files"))
     for path in files:
-        obs, cov = read_job_output(path, f"job/{shown_name(path.name)}", ctx, prefilter_for("job"))
-        observations.extend(obs)
-        coverage.append(cov)
-    return observations, coverage
+        yield from stream_job_output(path, f"job/{shown_name(path.name)}", ctx, prefilter_for("job"), coverage.append)
 
 
 def _other_logs(ndir: Path) -> list[Path]:

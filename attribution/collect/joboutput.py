@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Callable, Iterator
 
 import re2
 
@@ -38,18 +38,39 @@ class _Rewound:
 
 
 class _WithTraceback:
-    """The rules' prefilter plus the structural traceback header pattern."""
+    """The rules' prefilter plus the structural traceback header pattern, for a prefilter that cannot take it in
+    (the rule pack's can: `Prefilter.extended`, one pass for both)."""
 
     def __init__(self, inner: Prefilter) -> None:
         self._inner = inner
         self._tb = re2.compile(TRACEBACK_PREFILTER)
 
-    def find(self, block: bytes) -> list[int]:
-        a = self._inner.find(block)
-        b = [m.start() for m in self._tb.finditer(block)]
+    def find(self, block: bytes, end: int | None = None) -> list[int]:
+        end = len(block) if end is None else end
+        a = self._inner.find(block, end)
+        b = [m.start() for m in self._tb.finditer(block, 0, end)]
         if not b:
             return a
         return sorted(set(a).union(b))
+
+
+def with_traceback(prefilter: Prefilter) -> Prefilter:
+    """The job output's prefilter: the rules' patterns and the traceback header."""
+    extended = getattr(prefilter, "extended", None)
+    if extended is not None:
+        return extended((TRACEBACK_PREFILTER.decode(),))
+    return _WithTraceback(prefilter)
+
+
+def _rewound(head: bytes, fp: BinaryIO) -> BinaryIO:
+    """The stream from its start again: seeked back when it can be (so it is read without copies)."""
+    try:
+        if fp.seekable():
+            fp.seek(-len(head), io.SEEK_CUR)
+            return fp
+    except (AttributeError, OSError, ValueError):
+        pass
+    return _Rewound(head, fp)
 
 
 def node_of_file(name: str, nodes: tuple[str, ...]) -> str | None:
@@ -62,21 +83,26 @@ def node_of_file(name: str, nodes: tuple[str, ...]) -> str | None:
 
 def parse_job_output(fp: BinaryIO, location: str, ctx: ExecutionContext, prefilter: Prefilter,
                      file_node: str | None = None) -> tuple[list[Observation], ReadStats]:
+    stats = ReadStats()
+    return list(iter_job_output(fp, location, ctx, prefilter, stats, file_node)), stats
+
+
+def iter_job_output(fp: BinaryIO, location: str, ctx: ExecutionContext, prefilter: Prefilter, stats: ReadStats,
+                    file_node: str | None = None) -> Iterator[Observation]:
+    """parse_job_output one observation at a time; `stats` is complete once the iterator is."""
     head = fp.read(SAMPLE_BYTES)
     sample = head.decode("utf-8", errors="replace").splitlines()[:400]
     zone = resolve_zone(ctx.timezone)
     parser = JobLineParser(zone=zone, years=YearGuesser(ctx.start, ctx.end, zone),
                            labelled=looks_labelled(sample), host_prefixes=host_prefixes(sample, ctx.nodes))
     tracker = TracebackTracker()
-    stats = ReadStats()
-    out: list[Observation] = []
-    for hit in scan(_Rewound(head, fp), stats, _WithTraceback(prefilter)):
+    for hit in scan(_rewound(head, fp), stats, with_traceback(prefilter)):
         raw = decode(hit.raw)
         jl = parser.parse(raw)
         is_exc = tracker.feed((jl.label, jl.rank, jl.pod, jl.host), jl)
         if jl.traceback_header:
             continue
-        out.append(Observation(
+        yield Observation(
             source="job",
             node=file_node,
             location=f"{location}:{hit.lineno}",
@@ -86,9 +112,12 @@ def parse_job_output(fp: BinaryIO, location: str, ctx: ExecutionContext, prefilt
             host=jl.host,
             rank=jl.rank,
             label=jl.label,
-            flags=frozenset((TRACEBACK_EXCEPTION,)) if is_exc else frozenset(),
-        ))
-    return out, stats
+            flags=_EXCEPTION if is_exc else _NO_FLAGS,
+        )
+
+
+_EXCEPTION = frozenset((TRACEBACK_EXCEPTION,))
+_NO_FLAGS: frozenset[str] = frozenset()
 
 
 def read_job_output(path: Path, location: str, ctx: ExecutionContext, prefilter: Prefilter,
@@ -96,8 +125,17 @@ def read_job_output(path: Path, location: str, ctx: ExecutionContext, prefilter:
     """One job output file. Only a regular file is read (safefile.open_regular); with `tail_bytes`, at most its
     last `tail_bytes` bytes from the first line that starts in them (the job's owner decides how big the file
     is: a sparse terabyte would outlast any hook's budget), line numbers then counting from there."""
+    got: list[Coverage] = []
+    obs = list(stream_job_output(path, location, ctx, prefilter, got.append, tail_bytes))
+    return ([] if got[0].status == "error" else obs), got[0]  # a file that failed mid-way gives nothing
+
+
+def stream_job_output(path: Path, location: str, ctx: ExecutionContext, prefilter: Prefilter,
+                      done: Callable[[Coverage], None], tail_bytes: int | None = None) -> Iterator[Observation]:
+    """read_job_output one observation at a time; its coverage record goes to `done` at the end."""
     file_node = node_of_file(path.name, ctx.nodes)
     notes: list[str] = []
+    stats = ReadStats()
     try:
         with open_regular(path) as fp:
             size = os.fstat(fp.fileno()).st_size
@@ -105,14 +143,15 @@ def read_job_output(path: Path, location: str, ctx: ExecutionContext, prefilter:
                 fp.seek(size - tail_bytes - 1)
                 fp.readline()  # the rest of the line the cut falls in (bounded: at most tail_bytes + 1 bytes)
                 notes.append(f"read the last {size - fp.tell()} of {size} bytes (line numbers count from there)")
-            obs, stats = parse_job_output(fp, location, ctx, prefilter, file_node)
+            yield from iter_job_output(fp, location, ctx, prefilter, stats, file_node)
     except FileNotFoundError:
-        return [], Coverage("job", file_node, "missing", reason="no file", file=location)
+        done(Coverage("job", file_node, "missing", reason="no file", file=location))
+        return
     except OSError as exc:
-        return [], Coverage("job", file_node, "error", reason=f"cannot read: {exc.strerror or exc}", file=location)
+        done(Coverage("job", file_node, "error", reason=f"cannot read: {exc.strerror or exc}", file=location))
+        return
     status = "ok" if stats.bytes else "empty"
-    return obs, Coverage("job", file_node, status, lines=stats.lines, file=location,
-                         notes=(*notes, *stats.summary()))
+    done(Coverage("job", file_node, status, lines=stats.lines, file=location, notes=(*notes, *stats.summary())))
 
 
 def parse_job_text(text: str, location: str, ctx: ExecutionContext, prefilter: Prefilter,

@@ -10,7 +10,7 @@ import io
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Callable, Iterator
 
 from attribution.model import Coverage, ExecutionContext, Observation
 from attribution.timeparse import UTC, YearGuesser, resolve_zone
@@ -50,8 +50,13 @@ def parse_node_log(fp: BinaryIO, spec: NodeLogSpec, ctx: ExecutionContext,
                    prefilter: Prefilter) -> tuple[list[Observation], ReadStats]:
     """Observations for every record of a node log that the prefilter points at. Pure apart from `fp`."""
     stats = ReadStats()
+    return list(iter_node_log(fp, spec, ctx, prefilter, stats)), stats
+
+
+def iter_node_log(fp: BinaryIO, spec: NodeLogSpec, ctx: ExecutionContext, prefilter: Prefilter,
+                  stats: ReadStats) -> Iterator[Observation]:
+    """parse_node_log one observation at a time; `stats` is complete once the iterator is."""
     parser = _parsers(ctx, spec)
-    out: list[Observation] = []
     seen_heads: set[int] = set()
     last_time: datetime | None = None
     backwards = 0
@@ -77,7 +82,7 @@ def parse_node_log(fp: BinaryIO, spec: NodeLogSpec, ctx: ExecutionContext,
             if last_time is not None and t < last_time - timedelta(seconds=1):
                 backwards += 1
             last_time = t if last_time is None or t > last_time else last_time
-        out.append(Observation(
+        yield Observation(
             source=spec.source,
             node=spec.node,
             location=f"{spec.location}:{hit.lineno - rec.lines_before}",
@@ -85,14 +90,13 @@ def parse_node_log(fp: BinaryIO, spec: NodeLogSpec, ctx: ExecutionContext,
             line=rec.line,
             time=t,
             host=getattr(first, "host", None),
-        ))
+        )
     if raw_dmesg_untimed:
         stats.notes.append("seconds-since-boot stamps but no boot_time for this node: times unknown")
     if foreign:
         stats.notes.append(f"{foreign} line(s) with a syslog tag other than kernel ignored (not kernel messages)")
     if backwards:
         stats.notes.append(f"timestamps go backwards {backwards} time(s)")
-    return out, stats
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +129,7 @@ def _assemble(hit: Hit, parser) -> _Record:
     # Walk forward collecting continuation lines.
     pos_end = head_end
     for _ in range(MAX_CONTINUATION):
-        nxt = next_line(block, pos_end)
+        nxt = next_line(block, pos_end, hit.stop)
         if nxt is None:
             break
         ns, ne = nxt
@@ -141,17 +145,29 @@ def _assemble(hit: Hit, parser) -> _Record:
 def read_node_log(path: Path, spec: NodeLogSpec, ctx: ExecutionContext,
                   prefilter: Prefilter) -> tuple[list[Observation], Coverage]:
     """Read one node log; every failure becomes a coverage record instead of an exception."""
+    got: list[Coverage] = []
+    obs = list(stream_node_log(path, spec, ctx, prefilter, got.append))
+    return ([] if got[0].status == "error" else obs), got[0]  # a file that failed mid-way gives nothing
+
+
+def stream_node_log(path: Path, spec: NodeLogSpec, ctx: ExecutionContext, prefilter: Prefilter,
+                    done: Callable[[Coverage], None]) -> Iterator[Observation]:
+    """read_node_log one observation at a time; its coverage record goes to `done` at the end. An error while
+    reading ends the file with an error record (read_node_log then drops what it had)."""
+    stats = ReadStats()
     try:
         with open_regular(path) as fp:
-            obs, stats = parse_node_log(fp, spec, ctx, prefilter)
+            yield from iter_node_log(fp, spec, ctx, prefilter, stats)
     except FileNotFoundError:
-        return [], Coverage(spec.source, spec.node, "missing", reason="no file", file=spec.location)
+        done(Coverage(spec.source, spec.node, "missing", reason="no file", file=spec.location))
+        return
     except OSError as exc:
-        return [], Coverage(spec.source, spec.node, "error", reason=f"cannot read: {exc.strerror or exc}",
-                            file=spec.location)
+        done(Coverage(spec.source, spec.node, "error", reason=f"cannot read: {exc.strerror or exc}",
+                      file=spec.location))
+        return
     status = "ok" if stats.bytes else "empty"
-    return obs, Coverage(spec.source, spec.node, status, lines=stats.lines, file=spec.location,
-                         notes=tuple(stats.summary()))
+    done(Coverage(spec.source, spec.node, status, lines=stats.lines, file=spec.location,
+                  notes=tuple(stats.summary())))
 
 
 def parse_node_text(text: str, spec: NodeLogSpec, ctx: ExecutionContext,
@@ -161,4 +177,5 @@ def parse_node_text(text: str, spec: NodeLogSpec, ctx: ExecutionContext,
     return obs
 
 
-__all__ = ["NodeLogSpec", "parse_node_log", "read_node_log", "parse_node_text", "UTC"]
+__all__ = ["NodeLogSpec", "parse_node_log", "iter_node_log", "read_node_log", "stream_node_log", "parse_node_text",
+           "UTC"]

@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator, Protocol
 
-from attribution.collect.textio import ReadStats, line_bounds, read_blocks
+from attribution.collect.textio import BLOCK_SIZE, ReadStats, line_bounds, read_blocks
 
 
 class Prefilter(Protocol):
-    def find(self, block: bytes) -> list[int]:
-        """Sorted start offsets of possible matches in `block`."""
+    def find(self, block: bytes, end: int | None = None) -> list[int]:
+        """Sorted start offsets of possible matches in `block[:end]`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,28 +24,32 @@ class Hit:
     start: int
     end: int
     block: bytes
+    stop: int  # where the block's lines end (block[stop:] belongs to the next block)
 
     @property
     def raw(self) -> bytes:
         return self.block[self.start:self.end]
 
 
-def scan(fp: BinaryIO, stats: ReadStats, prefilter: Prefilter) -> Iterator[Hit]:
-    """Every line of `fp` with a prefilter hit, once, in file order, with its 1-based line number."""
-    base = 1
-    for block in read_blocks(fp, stats):
+def scan(fp: BinaryIO, stats: ReadStats, prefilter: Prefilter, block_size: int = BLOCK_SIZE) -> Iterator[Hit]:
+    """Every line of `fp` with a prefilter hit, once, in file order, with its 1-based line number. Counts the
+    file's lines (stats.lines) in the same pass: the newlines before each hit, then the rest of the block."""
+    for block, stop in read_blocks(fp, stats, block_size):
+        base = stats.lines + 1
         pos = 0
-        lineno = base
+        seen = 0  # newlines in block[:pos]
         last_start = -1
-        for off in prefilter.find(block):
-            s, e = line_bounds(block, off)
+        for off in prefilter.find(block, stop):
+            s, e = line_bounds(block, off, stop)
             if s == last_start or s > e:
                 continue
-            lineno += block.count(b"\n", pos, s)
+            seen += block.count(b"\n", pos, s)
             pos = s
             last_start = s
-            yield Hit(lineno, s, e, block)
-        base = stats.lines + 1  # read_blocks counted the block's newlines
+            yield Hit(base + seen, s, e, block, stop)
+        stats.lines += seen + block.count(b"\n", pos, stop)
+        if stats.no_final_newline:  # read_blocks' last block: a line without a newline
+            stats.lines += 1
 
 
 def previous_line(block: bytes, start: int) -> tuple[int, int] | None:
@@ -59,15 +63,16 @@ def previous_line(block: bytes, start: int) -> tuple[int, int] | None:
     return s, end
 
 
-def next_line(block: bytes, end: int) -> tuple[int, int] | None:
-    """Bounds of the line after the one ending at `end`, within the block."""
-    nl = block.find(b"\n", end)
-    if nl < 0 or nl + 1 >= len(block):
+def next_line(block: bytes, end: int, stop: int | None = None) -> tuple[int, int] | None:
+    """Bounds of the line after the one ending at `end`, within the block (`block[:stop]`)."""
+    stop = len(block) if stop is None else stop
+    nl = block.find(b"\n", end, stop)
+    if nl < 0 or nl + 1 >= stop:
         return None
     s = nl + 1
-    e = block.find(b"\n", s)
+    e = block.find(b"\n", s, stop)
     if e < 0:
-        e = len(block)
+        e = stop
     if e > s and block[e - 1:e] == b"\r":
         e -= 1
     return s, e

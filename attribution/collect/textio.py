@@ -45,61 +45,89 @@ class ReadStats:
 
 
 def read_blocks(fp: BinaryIO, stats: ReadStats, block_size: int = BLOCK_SIZE,
-                max_line: int = MAX_LINE) -> Iterator[bytes]:
-    """Yield blocks that end with a newline (except an overlong piece or the file's last line)."""
+                max_line: int = MAX_LINE) -> Iterator[tuple[bytes, int]]:
+    """Yield (block, end): `block[:end]` ends with a newline (except an overlong piece or the file's last line).
+
+    Nothing is copied: the block is the bytes as read. From a seekable file the part after the last newline is
+    read again with the next block; from a pipe it is carried over (one partial line copied). Lines are not
+    counted here: scan counts them as it looks for hits (one pass)."""
+    seekable = _seekable(fp)
     carry = b""
     in_long = False
     while True:
         data = fp.read(block_size)
         if not data:
             if carry:
-                stats.no_final_newline = True
-                stats.lines += 1
-                _account(carry, stats)
-                yield carry
+                stats.no_final_newline = True  # the caller counts this last line
+                _account(carry, len(carry), stats)
+                yield carry, len(carry)
             return
         stats.bytes += len(data)
         buf = carry + data if carry else data
+        carry = b""
         cut = buf.rfind(b"\n")
         if cut < 0:
             if len(buf) > max_line:
                 if not in_long:
                     stats.long_lines += 1
                     in_long = True
-                _account(buf, stats)
-                yield buf
-                carry = b""
+                _account(buf, len(buf), stats)
+                yield buf, len(buf)
             else:
                 carry = buf
             continue
         in_long = False
-        block = buf[: cut + 1]
-        carry = buf[cut + 1:]
-        stats.lines += block.count(b"\n")
-        _account(block, stats)
-        yield block
+        end = cut + 1
+        rest = len(buf) - end
+        if rest:
+            if seekable and rest <= len(data):
+                try:
+                    fp.seek(-rest, 1)
+                    stats.bytes -= rest
+                except OSError:
+                    seekable = False
+                    carry = buf[end:]
+            else:
+                carry = buf[end:]
+        _account(buf, end, stats)
+        yield buf, end
 
 
-def _account(block: bytes, stats: ReadStats) -> None:
-    if b"\0" in block:  # memchr: the common case costs next to nothing
-        stats.nul_bytes += block.count(b"\0")
-    if not block.isascii():
+def _seekable(fp) -> bool:
+    try:
+        return bool(fp.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _account(block: bytes, end: int, stats: ReadStats) -> None:
+    if block.find(b"\0", 0, end) >= 0:  # memchr: the common case costs next to nothing
+        stats.nul_bytes += block.count(b"\0", 0, end)
+    if not block.isascii():  # the whole block, past `end` too: if that is ASCII, so is the part used
         try:
-            block.decode("utf-8")
+            str(memoryview(block)[:end], "utf-8")
         except UnicodeDecodeError:
             stats.invalid_utf8_blocks += 1
 
 
-def line_bounds(buf: bytes, pos: int) -> tuple[int, int]:
-    """Start and end of the record holding byte `pos`; newlines and NUL bytes both end a record."""
-    start = max(buf.rfind(b"\n", 0, pos), buf.rfind(b"\0", 0, pos)) + 1
-    end_n = buf.find(b"\n", pos)
-    end_z = buf.find(b"\0", pos)
-    ends = [e for e in (end_n, end_z) if e >= 0]
-    end = min(ends) if ends else len(buf)
-    if end > start and buf[end - 1:end] == b"\r":
-        end -= 1
-    return start, end
+def line_bounds(buf: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Start and end of the record holding byte `pos` within `buf[:end]`; newlines and NUL bytes both end a
+    record. Only the line around `pos` is searched for NUL bytes."""
+    if end is None:
+        end = len(buf)
+    start = buf.rfind(b"\n", 0, pos) + 1
+    stop = buf.find(b"\n", pos, end)
+    if stop < 0:
+        stop = end
+    z = buf.rfind(b"\0", start, pos)
+    if z >= 0:
+        start = z + 1
+    z = buf.find(b"\0", pos, stop)
+    if z >= 0:
+        stop = z
+    if stop > start and buf[stop - 1] == 13:  # \r
+        stop -= 1
+    return start, stop
 
 
 def decode(raw: bytes) -> str:

@@ -21,14 +21,16 @@ SAME_NODE_TOLERANCE = 1.0
 
 
 class Placed:
-    """An event with the time used for ordering (untimed events sit at the job end) and its index in time order."""
+    """An event with the time used for ordering (untimed events sit at the job end) and its index in time order.
+    `w` is how many events it stands for: 1, or the count of a digest's folded symptoms (correlate.digest)."""
 
-    __slots__ = ("ev", "t", "idx")
+    __slots__ = ("ev", "t", "idx", "w")
 
-    def __init__(self, ev: Event, t: float, idx: int) -> None:
+    def __init__(self, ev: Event, t: float, idx: int, w: int = 1) -> None:
         self.ev = ev
         self.t = t
         self.idx = idx
+        self.w = w
 
 
 def signature(e: Event) -> tuple:
@@ -65,11 +67,12 @@ def edge_explains(edge: Edge, a: Placed, b: Placed, skew: float) -> bool:
 class _Group:
     """Events of one signature (on one node, or on all), sorted by (time, index)."""
 
-    __slots__ = ("items", "times")
+    __slots__ = ("items", "times", "cum")
 
     def __init__(self) -> None:
         self.items: list[Placed] = []
         self.times: list[float] = []
+        self.cum: list[int] = []  # cum[i]: how many events items[:i] stand for
 
     def add(self, p: Placed) -> None:
         self.items.append(p)
@@ -77,6 +80,9 @@ class _Group:
     def seal(self) -> None:
         self.items.sort(key=lambda p: (p.t, p.idx))
         self.times = [p.t for p in self.items]
+        self.cum = [0]
+        for p in self.items:
+            self.cum.append(self.cum[-1] + p.w)
 
     def up_to(self, t: float) -> list[Placed]:
         return self.items[:bisect.bisect_right(self.times, t)]
@@ -85,7 +91,7 @@ class _Group:
         return self.items[bisect.bisect_left(self.times, t):]
 
     def count_between(self, lo: float, hi: float) -> int:
-        return bisect.bisect_right(self.times, hi) - bisect.bisect_left(self.times, lo)
+        return self.cum[bisect.bisect_right(self.times, hi)] - self.cum[bisect.bisect_left(self.times, lo)]
 
 
 class Relation:
@@ -173,7 +179,7 @@ class Relation:
                 n += self._count_in_window(a, edges[0], every, by_node)
                 continue
             for g in groups:
-                n += sum(1 for b in g.from_(a.t - self.max_tol) if self.explains(a, b, edges))
+                n += sum(b.w for b in g.from_(a.t - self.max_tol) if self.explains(a, b, edges))
         return n
 
     def _count_in_window(self, a: Placed, edge: Edge, every: _Group, by_node: dict[str | None, _Group]) -> int:

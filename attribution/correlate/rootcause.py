@@ -41,15 +41,20 @@ def _ref(ev: Event) -> str:
 
 
 def correlate(ruleset: RuleSet, ctx: ExecutionContext, events: Iterable[Event],
-              coverage: Sequence[Coverage] = (), max_symptoms: int | None = None) -> Verdict:
+              coverage: Sequence[Coverage] = (), max_symptoms: int | None = None, digest=None) -> Verdict:
+    """The verdict of a job's events. With `digest` (correlate.digest.SymptomDigest, `events` ignored) the events
+    are the digest's: the same verdict, its symptom list the digest's first `listed`, totals and groups exact."""
     graph = ruleset.graph
     events = list(events)
     lo, hi = job_window(ctx, graph)
     end_t = ctx.end.timestamp() if ctx.end else math.inf
+    if digest is not None:
+        events = digest.kept
     evs = sorted((e for e in events if e.role != "context" and in_window(e, lo, hi)), key=Event.sort_key)
     placed = [Placed(e, e.time.timestamp() if e.time else end_t, i) for i, e in enumerate(evs)]
     causes = [p for p in placed if p.ev.role == "cause"]
-    rel = Relation(graph, causes, placed)
+    folded = [Placed(f, t, -1, n) for f, t, n in digest.folded()] if digest is not None else []
+    rel = Relation(graph, causes, placed + folded)
 
     def demoted(c: Placed) -> bool:  # explained by a cause it does not explain in turn
         return any(not rel.explains(c, a) for a in rel.explainers(c))
@@ -74,21 +79,29 @@ def correlate(ruleset: RuleSet, ctx: ExecutionContext, events: Iterable[Event],
         if outcome in INFRASTRUCTURE_OUTCOMES:
             culprits = _culprits(root, remaining)
     else:
-        outcome, action, confidence, culprits = _hint_or_state(ruleset, ctx, placed, decision)
+        outcome, action, confidence, culprits = _hint_or_state(ruleset, ctx, placed, decision, digest)
 
-    symptoms: list[Symptom] = []
-    for p in placed:
-        if p is root or p.idx in remaining_idx:
-            continue
-        symptoms.append(Symptom(p.ev, _symptom_ref(rel, p, root, remaining_idx)))
+    unexplained = [p for p in placed if p is not root and p.idx not in remaining_idx]
+    symptoms_total = None
+    groups = None
+    if digest is not None:
+        # the whole events' symptom list, as far as it is listed: the kept ones merged with the digest's first
+        listed = unexplained + [Placed(e, e.time.timestamp() if e.time else end_t, -1) for e in digest.top()]
+        listed.sort(key=lambda p: p.ev.sort_key())
+        limit = digest.listed if max_symptoms is None else min(max_symptoms, digest.listed)
+        unexplained = listed[:limit]
+        symptoms_total = len(listed) - len(digest.top()) + digest.total
+        groups = _groups(placed, root, remaining_idx, digest)
+    symptoms = [Symptom(p.ev, _symptom_ref(rel, p, root, remaining_idx)) for p in unexplained]
     if max_symptoms is not None and len(symptoms) > max_symptoms:
         symptoms = symptoms[:max_symptoms]
 
     verdict_causes = tuple(c.ev for c in remaining)
-    culprit_evidence = tuple(_culprit_evidence(node, root, remaining, placed, ctx) for node, _ in culprits)
+    culprit_evidence = tuple(_culprit_evidence(node, root, remaining, placed, ctx, digest) for node, _ in culprits)
     if "job_output" in culprit_evidence and confidence == "high":  # what a user could have printed
         confidence = "medium"
-    explanation = explain(ruleset, ctx, outcome, root.ev if root else None, culprits, placed, decision.final)
+    explanation = explain(ruleset, ctx, outcome, root.ev if root else None, culprits, placed, decision.final,
+                          digest)
     return Verdict(
         context=ctx,
         outcome=outcome,
@@ -103,11 +116,13 @@ def correlate(ruleset: RuleSet, ctx: ExecutionContext, events: Iterable[Event],
         causes=verdict_causes,
         culprit_evidence=culprit_evidence,
         cost=failure_cost(ctx, events, outcome),
+        symptoms_total=symptoms_total,
+        symptom_groups=groups,
     )
 
 
 def _culprit_evidence(node: str, root: Placed | None, remaining: list[Placed], placed: list[Placed],
-                      ctx: ExecutionContext) -> str:
+                      ctx: ExecutionContext, digest=None) -> str:
     """`system` when system-written evidence names the culprit: an infrastructure cause on it (when a root was
     found), else any event on it of an infrastructure outcome, or the scheduler's own failed node; otherwise
     the culprit rests only on job output (spec/verdict.md "Evidence a user could have written")."""
@@ -115,9 +130,23 @@ def _culprit_evidence(node: str, root: Placed | None, remaining: list[Placed], p
         support = [c.ev for c in [root] + remaining if c.ev.node == node and c.ev.outcome in INFRASTRUCTURE_OUTCOMES]
     else:
         support = [p.ev for p in placed if p.ev.node == node]
-        if ctx.failed_node == node:
+        if ctx.failed_node == node or (digest is not None and node in digest.system_nodes):
             return "system"
     return "system" if any(e.evidence == "system" for e in support) else "job_output"
+
+
+def _groups(placed: list[Placed], root: Placed | None, remaining_idx: set[int], digest) -> tuple:
+    """The symptom groups (kind, node, count, first time, last time) of the kept symptoms and the folded ones."""
+    from attribution.correlate.digest import GroupTally
+
+    tally = {k: GroupTally() for k in digest.groups}
+    for k, g in digest.groups.items():
+        tally[k].merge(g)
+    for p in placed:
+        if p is root or p.idx in remaining_idx:
+            continue
+        tally.setdefault((p.ev.kind, p.ev.node), GroupTally()).add(p.ev, p.ev.sort_key())
+    return tuple((kind, node, g.count, g.tmin, g.tmax) for (kind, node), g in tally.items())
 
 
 def _symptom_ref(rel: Relation, p: Placed, root: Placed | None, remaining_idx: set[int]) -> str | None:
@@ -145,11 +174,11 @@ def _culprits(root: Placed, remaining: list[Placed]) -> list[tuple[str, str | No
     return [(n, out[n]) for n in order if n in out]
 
 
-def _hint_or_state(ruleset: RuleSet, ctx: ExecutionContext, placed: list[Placed], decision):
+def _hint_or_state(ruleset: RuleSet, ctx: ExecutionContext, placed: list[Placed], decision, digest=None):
     best = None
-    for p in placed:
-        spec = ruleset.kinds.get(p.ev.kind)
-        if spec is None or not spec.hint or p.ev.role != "symptom":
+    for kind, first in _first_of_kinds(placed, digest, symptoms_only=True):
+        spec = ruleset.kinds.get(kind)
+        if spec is None or not spec.hint:
             continue
         pr = spec.hint["priority"]
         if best is None or pr < best[0]:
@@ -159,11 +188,15 @@ def _hint_or_state(ruleset: RuleSet, ctx: ExecutionContext, placed: list[Placed]
         h = spec.hint
         culprits: list[tuple[str, str | None]] = []
         if h["culprit"] == "node":
-            seen: dict[str, str | None] = {}
+            seen: dict[str, tuple] = {}  # node -> (order key of its first event of the kind, its GPU)
             for p in placed:
                 if p.ev.kind == spec.name and p.ev.node and p.ev.node not in seen:
-                    seen[p.ev.node] = p.ev.gpu
-            culprits = sorted(seen.items())
+                    seen[p.ev.node] = (p.ev.sort_key(), p.ev.gpu)
+            if digest is not None:
+                for (kind, node), g in digest.groups.items():
+                    if kind == spec.name and node and (node not in seen or g.first_key < seen[node][0]):
+                        seen[node] = (g.first_key, g.first_gpu)
+            culprits = sorted((n, gpu) for n, (_, gpu) in seen.items())
         return h["outcome"], h["action"], h["confidence"], culprits
     culprits = []
     if decision.culprit == "failed_node" and ctx.failed_node:
@@ -171,14 +204,43 @@ def _hint_or_state(ruleset: RuleSet, ctx: ExecutionContext, placed: list[Placed]
     return decision.outcome, decision.action, decision.confidence, culprits
 
 
+def _first_of_kinds(placed: list[Placed], digest, symptoms_only: bool, skip: Event | None = None):
+    """(kind, order key of its first event) in order of first appearance, over the kept events (symptoms only,
+    or symptoms and causes but `skip`) and the digest's folded symptoms."""
+    first: dict[str, tuple] = {}
+    for p in placed:
+        e = p.ev
+        if e is skip or not (e.role == "symptom" or (not symptoms_only and e.role == "cause")):
+            continue
+        if e.kind not in first:
+            first[e.kind] = e.sort_key()
+    if digest is not None:
+        for (kind, _), g in digest.groups.items():
+            if kind not in first or g.first_key < first[kind]:
+                first[kind] = g.first_key
+    return sorted(first.items(), key=lambda kv: kv[1])
+
+
 def _fmt_time(t: datetime | None) -> str:
     return t.strftime("%H:%M:%S") if t else "an unknown time"
 
 
 def explain(ruleset: RuleSet, ctx: ExecutionContext, outcome: str, root: Event | None,
-            culprits: list[tuple[str, str | None]], placed: list[Placed], final: bool) -> str:
+            culprits: list[tuple[str, str | None]], placed: list[Placed], final: bool, digest=None) -> str:
     """One sentence for a human: what broke first, where, and what followed."""
     symptoms = [p.ev for p in placed if p.ev is not root and (p.ev.role == "symptom" or p.ev.role == "cause")]
+    by_kind = Counter(e.kind for e in symptoms)
+    nodes = {e.node for e in symptoms if e.node}
+    count = len(symptoms)
+    if digest is not None:
+        for (kind, node), g in digest.groups.items():
+            by_kind[kind] += g.count
+            if node:
+                nodes.add(node)
+        count += digest.total
+        # most_common orders ties by first appearance: in the whole events' order, not the kept ones'
+        order = {k: i for i, (k, _) in enumerate(_first_of_kinds(placed, digest, False, skip=root))}
+        by_kind = Counter(dict(sorted(by_kind.items(), key=lambda kv: order[kv[0]])))
     if final:
         return f"The job ended {ctx.state}; nothing to attribute."
     if root is not None:
@@ -192,17 +254,14 @@ def explain(ruleset: RuleSet, ctx: ExecutionContext, outcome: str, root: Event |
             head = f"{dev} {what}, between the counter snapshots at {_fmt_time(ctx.start)} and {_fmt_time(ctx.end)}"
         else:
             head = f"{dev} {what} at {_fmt_time(root.time)}"
-        if not symptoms:
+        if not count:
             return head + "."
-        by_kind = Counter(e.kind for e in symptoms)
-        nodes = {e.node for e in symptoms if e.node}
         top = ", ".join(f"{n} {k}" for k, n in by_kind.most_common(3))
-        return f"{head}; {len(symptoms)} consequences on {len(nodes)} node(s) followed ({top})."
+        return f"{head}; {count} consequences on {len(nodes)} node(s) followed ({top})."
     if culprits:
         names = ", ".join(n for n, _ in culprits)
         return f"No cause event was found; the evidence points at {outcome} on {names}."
-    if symptoms:
-        by_kind = Counter(e.kind for e in symptoms)
+    if count:
         top = ", ".join(f"{n} {k}" for k, n in by_kind.most_common(3))
         return f"Only symptoms were found ({top}); outcome {outcome} from the evidence and job state {ctx.state}."
     return f"No fault event in the job window; job state {ctx.state} gives {outcome}."

@@ -34,16 +34,25 @@ def event_dict(ev: Event, root: bool = False) -> dict:
 
 
 def symptom_groups(verdict: Verdict) -> list[dict]:
-    groups: dict[tuple, list[Event]] = defaultdict(list)
-    for s in verdict.symptoms:
-        groups[(s.event.kind, s.event.node)].append(s.event)
-    out = []
-    for (kind, node), evs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0][0], kv[0][1] or "")):
-        times = [e.time for e in evs if e.time]
-        out.append({"kind": kind, "node": node, "count": len(evs),
-                    "first": format_utc(min(times)) if times else None,
-                    "last": format_utc(max(times)) if times else None})
-    return out
+    """The symptoms by (kind, node): how many, first and last time; most first. All of them, also when the
+    verdict lists only the first (symptoms folded as they streamed: verdict.symptom_groups)."""
+    if verdict.symptom_groups is not None:
+        rows = [(kind, node, n, first, last) for kind, node, n, first, last in verdict.symptom_groups]
+    else:
+        groups: dict[tuple, list[Event]] = defaultdict(list)
+        for s in verdict.symptoms:
+            groups[(s.event.kind, s.event.node)].append(s.event)
+        rows = []
+        for (kind, node), evs in groups.items():
+            times = [e.time for e in evs if e.time]
+            rows.append((kind, node, len(evs), min(times) if times else None, max(times) if times else None))
+    rows.sort(key=lambda r: (-r[2], r[0], r[1] or ""))
+    return [{"kind": kind, "node": node, "count": n, "first": format_utc(first) if first else None,
+             "last": format_utc(last) if last else None} for kind, node, n, first, last in rows]
+
+
+def symptoms_total(verdict: Verdict) -> int:
+    return len(verdict.symptoms) if verdict.symptoms_total is None else verdict.symptoms_total
 
 
 def verdict_to_dict(verdict: Verdict, symptom_limit: int | None = None) -> dict:
@@ -70,7 +79,7 @@ def verdict_to_dict(verdict: Verdict, symptom_limit: int | None = None) -> dict:
         "culprits": [{"node": n, "gpu": g, "evidence": verdict.evidence_of_culprit(i)}
                      for i, (n, g) in enumerate(verdict.culprits)],
         "symptoms": [dict(event_dict(s.event), explained_by=s.explained_by) for s in symptoms],
-        "symptoms_total": len(verdict.symptoms),
+        "symptoms_total": symptoms_total(verdict),
         "symptom_groups": symptom_groups(verdict),
         "other_causes": [event_dict(e) for e in verdict.causes[1:]] if verdict.root_cause else
                         [event_dict(e) for e in verdict.causes],
@@ -105,7 +114,7 @@ def render_text(verdict: Verdict, top: int = 8) -> str:
     lines.append(f"why         {verdict.explanation}")
     groups = symptom_groups(verdict)
     if groups:
-        lines.append(f"symptoms    {len(verdict.symptoms)} in {len(groups)} group(s):")
+        lines.append(f"symptoms    {symptoms_total(verdict)} in {len(groups)} group(s):")
         for g in groups[:top]:
             lines.append(f"  {g['count']:>6}  {g['kind']:<28} {g['node'] or '(job)'}")
         if len(groups) > top:

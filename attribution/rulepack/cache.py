@@ -30,7 +30,7 @@ from types import MappingProxyType
 
 __all__ = ["pack_key", "cached_rules", "rules_and_saver", "LazyRegex", "LazySet"]
 
-FORMAT = "1"  # bump when what is pickled changes shape
+FORMAT = "2"  # bump when what is pickled changes shape
 
 
 def pack_key(root: Path) -> str:
@@ -71,7 +71,9 @@ def cached_rules(directory: Path | str | None = None, cache_dir: Path | str | No
 def rules_and_saver(directory: Path | str | None = None, cache_dir: Path | str | None = None):
     """(the pack, a function writing it to the cache): the caller may write the cache when its urgent work is
     done (the node agent, after delivering its report: serializing compiles every source's Hyperscan database).
-    The function does nothing when the pack came from the cache or there is no cache."""
+    The function does nothing when there is no cache, or when the pack came from the cache and no prefilter was
+    extended since (a collector's structural patterns, `Prefilter.extended`: then it is written again, with
+    them compiled)."""
     from attribution.resources import rules_dir
 
     root = Path(directory) if directory else rules_dir()
@@ -88,11 +90,16 @@ def rules_and_saver(directory: Path | str | None = None, cache_dir: Path | str |
     if path is not None:
         rs = _read(path, root)
         if rs is not None:
-            return rs, _nothing
+            known = _extensions(rs)
+            return rs, (lambda: _write(path, rs) if _extensions(rs) > known else None)
     from attribution.rulepack.load import load_rules
 
     rs = load_rules(root)
     return rs, (lambda: _write(path, rs)) if path is not None else _nothing
+
+
+def _extensions(rs) -> int:
+    return sum(len(pf._extended) for pf in rs._prefilters.values())  # noqa: SLF001
 
 
 def _nothing() -> None:
@@ -184,7 +191,7 @@ class _Pickler(pickle.Pickler):
         if isinstance(obj, re2._Regexp):  # noqa: SLF001 (google-re2's compiled pattern type)
             return LazyRegex, (obj.pattern,)
         if isinstance(obj, Prefilter):
-            return _prefilter, (obj.patterns, obj.pattern, _hs_bytes(obj))
+            return _prefilter, (obj.patterns, obj.pattern, _hs_bytes(obj), dict(obj._extended))  # noqa: SLF001
         if type(obj) is RuleSet:
             state = {f.name: getattr(obj, f.name) for f in fields(obj) if f.name != "_sets"}
             sets = {source: tuple(r.pattern for r in rules) for source, rules in obj._by_source.items()}
@@ -252,7 +259,7 @@ def _proxy(d: dict) -> MappingProxyType:
     return MappingProxyType(d)
 
 
-def _prefilter(patterns, pattern: str, hs: bytes | None):
+def _prefilter(patterns, pattern: str, hs: bytes | None, extended: dict | None = None):
     from attribution.rulepack.prefilter import Prefilter
 
     pf = Prefilter.__new__(Prefilter)
@@ -261,6 +268,7 @@ def _prefilter(patterns, pattern: str, hs: bytes | None):
     pf._rx = LazyRegex(pf.pattern.encode("utf-8"))  # noqa: SLF001
     pf._hs = None  # noqa: SLF001
     pf._hs_tried = False  # noqa: SLF001
+    pf._extended = dict(extended or {})  # noqa: SLF001
     if hs is not None:
         try:
             import hyperscan

@@ -51,7 +51,7 @@ class Prefilter:
     windows without any, which at realistic fault rates is nearly all of a log.
     """
 
-    __slots__ = ("_rx", "pattern", "patterns", "_hs", "_hs_tried")
+    __slots__ = ("_rx", "pattern", "patterns", "_hs", "_hs_tried", "_extended")
 
     WINDOW = 64 << 10
 
@@ -62,24 +62,36 @@ class Prefilter:
         self._rx = compile_re2(self.pattern.encode("utf-8"))
         self._hs = None
         self._hs_tried = False
+        self._extended: dict[tuple[str, ...], Prefilter] = {}
 
-    def find(self, block: bytes) -> list[int]:
-        """Sorted offsets, one on each line with a match."""
+    def extended(self, extra: Iterable[str]) -> Prefilter:
+        """This prefilter with more patterns (a collector's structural ones, e.g. traceback headers), so that one
+        pass finds both. Built once per prefilter and kept with it (and in the rule pack's cache)."""
+        extra = tuple(p for p in extra if p not in self.patterns)
+        if not extra:
+            return self
+        pf = self._extended.get(extra)
+        if pf is None:
+            pf = self._extended[extra] = Prefilter(self.patterns + extra)
+        return pf
+
+    def find(self, block: bytes, end: int | None = None) -> list[int]:
+        """Sorted offsets in `block[:end]`, one on each line with a match."""
+        n = len(block) if end is None else end
         if not self._hs_tried:
             self._hs_tried = True
             self._hs = hyperscan_database(self.patterns)
         if self._hs is None:
-            return self.find_re2(block)
+            return self.find_re2(block, 0, n)
         out: list[int] = []
         view = memoryview(block)
-        n = len(block)
         pos = 0
         while pos < n:
             end = pos + self.WINDOW
             if end >= n:
                 end = n
             else:
-                nl = block.find(b"\n", end)
+                nl = block.find(b"\n", end, n)
                 end = n if nl < 0 else nl + 1
             if self._any(view[pos:end]):
                 out += self.find_re2(block, pos, end)

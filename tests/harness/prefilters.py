@@ -4,14 +4,15 @@ from __future__ import annotations
 
 
 class AllLines:
-    """A prefilter that selects every line (the collectors' `find(block) -> offsets` interface)."""
+    """A prefilter that selects every line (the collectors' `find(block, end) -> offsets` interface)."""
 
     _rx = None
 
-    def find(self, block: bytes) -> list[int]:
-        out = [0] if block else []
-        i = block.find(b"\n")
-        while i >= 0 and i + 1 < len(block):
+    def find(self, block: bytes, end: int | None = None) -> list[int]:
+        end = len(block) if end is None else end
+        out = [0] if end else []
+        i = block.find(b"\n", 0, end)
+        while i >= 0 and i + 1 < end:
             out.append(i + 1)
-            i = block.find(b"\n", i + 1)
+            i = block.find(b"\n", i + 1, end)
         return out
