@@ -52,5 +52,18 @@ def main(argv: list[str] | None = None) -> None:
     cli_main(args=argv, prog_name="attribution")
 
 
+def script() -> None:
+    """The `attribution` console script: main(); the node agent's commands end without the interpreter's teardown
+    (freeing every object of the rule pack one by one: ~10 ms of a hook's CPU), once their output is flushed."""
+    argv = sys.argv[1:]
+    _, command = _split(argv)
+    if command not in NODE_COMMANDS:
+        main(argv)
+        return
+    from attribution.node.agent import fast_exit, main as node_main
+
+    fast_exit(node_main(argv))
+
+
 if __name__ == "__main__":
-    main()
+    script()

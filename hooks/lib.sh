@@ -165,9 +165,13 @@ attribution_suspicious() {
 
 # Run the attribution command, killed if it outlives the budget (it also bounds itself).
 attribution_run() {
-  # --started: the budget counts from here (as timeout's does), not from when Python has finished importing
+  # --started: the budget counts from here (as timeout's does), not from when Python has finished importing;
+  # bash 5's clock when it has one (no `date` process), in the locale's decimal point
+  local now=${EPOCHREALTIME:-}
+  now=${now/,/.}
+  [ -n "$now" ] || now=$(date +%s.%N)
   timeout -k 2 "$ATTRIBUTION_BUDGET" "$ATTRIBUTION_BIN" epilog --budget "$ATTRIBUTION_BUDGET" \
-    --started "$(date +%s.%N)" "$@" </dev/null >>"$ATTRIBUTION_LOG" 2>&1
+    --started "$now" "$@" </dev/null >>"$ATTRIBUTION_LOG" 2>&1
   local rc=$?
   ATTRIBUTION_RAN=1 ATTRIBUTION_RC=$rc
   [ "$rc" = 0 ] || attribution_log "attribution epilog ended with status $rc"

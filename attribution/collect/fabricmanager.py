@@ -6,17 +6,16 @@ carry a syslog prefix (`nv-fabricmanager[1120]: ...`), which the kernel parser a
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
 from attribution.timeparse import MONTHS, UTC, YearGuesser, as_utc
-from attribution.collect.kernel import KernelLineParser
+from attribution.collect.kernel import KernelLineParser, LazyPattern
 
-_FM = re.compile(
+_FM = LazyPattern(
     r"^\[(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<year>\d{4}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)\] "
     r"\[(?P<level>[A-Z]+)\] \[tid \d+\] (?P<msg>.*)$")
-_FM_NOTIME = re.compile(r"^\[(?P<level>[A-Z]+)\] \[tid \d+\] (?P<msg>.*)$")
+_FM_NOTIME = LazyPattern(r"^\[(?P<level>[A-Z]+)\] \[tid \d+\] (?P<msg>.*)$")
 
 
 @dataclass(frozen=True, slots=True)

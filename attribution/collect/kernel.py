@@ -13,40 +13,56 @@ from datetime import datetime, timedelta, tzinfo
 
 from attribution.timeparse import MONTHS, UTC, TimeError, YearGuesser, as_utc, parse_iso
 
+class LazyPattern:
+    """A regex compiled on its first match: a node hook reads one log format, and compiles only what it tries."""
+
+    __slots__ = ("_source", "_rx")
+
+    def __init__(self, source: str) -> None:
+        self._source = source
+        self._rx = None
+
+    def match(self, text: str):
+        rx = self._rx
+        if rx is None:
+            rx = self._rx = re.compile(self._source)
+        return rx.match(text)
+
+
 # Each pattern is matched at the start of the line. Named groups: see KernelLineParser._build.
-_KMSG = re.compile(r"^(?P<prio>\d{1,5}),(?P<seq>\d{1,20}),(?P<usec>\d{1,20}),(?P<flag>[-+c])[^;]*;(?P<msg>.*)$")
-_RAW = re.compile(r"^\[\s*(?P<sec>\d+\.\d+)\](?:\[\s*[TC]\d+\])?\s?(?P<msg>.*)$")
-_CTIME = re.compile(
+_KMSG = LazyPattern(r"^(?P<prio>\d{1,5}),(?P<seq>\d{1,20}),(?P<usec>\d{1,20}),(?P<flag>[-+c])[^;]*;(?P<msg>.*)$")
+_RAW = LazyPattern(r"^\[\s*(?P<sec>\d+\.\d+)\](?:\[\s*[TC]\d+\])?\s?(?P<msg>.*)$")
+_CTIME = LazyPattern(
     r"^\[(?:[A-Z][a-z]{2} )?(?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d) "
     r"(?P<year>\d{4})\]\s?(?P<msg>.*)$")
-_ISO_DECODE = re.compile(
+_ISO_DECODE = LazyPattern(
     r"^(?P<fac>[a-z]+)\s*:(?P<lvl>[a-z]+)\s*: (?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?"
     r"(?:Z|[+-]\d\d:?\d\d)?) (?P<msg>.*)$")
-_SYSLOG = re.compile(
+_SYSLOG = LazyPattern(
     r"^(?P<mon>[A-Za-z][a-z]{2}) +(?P<day>\d{1,2}) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)(?:\.(?P<frac>\d+))? "
     r"(?P<host>\S+) (?P<tag>[^:\[\s]+)(?:\[\d+\])?: (?P<msg>.*)$")
-_RFC3339 = re.compile(
+_RFC3339 = LazyPattern(
     r"^(?P<iso>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?) "
     r"(?P<host>\S+) (?P<tag>[^:\[\s]+)(?:\[\d+\])?: (?P<msg>.*)$")
-_TALOS = re.compile(
+_TALOS = LazyPattern(
     r"^(?P<host>\S+): (?P<fac>[a-z]+): +(?P<lvl>[a-z]+): \[(?P<iso>\d{4}-[^\]]+)\]: (?P<msg>.*)$")
-_BARE = re.compile(r"^kernel: (?P<msg>.*)$")
+_BARE = LazyPattern(r"^kernel: (?P<msg>.*)$")
 # dmesg --time-format iso without --decode: "2024-04-29T14:55:41,679700+02:00 msg" (no facility, no host)
-_ISO_PLAIN = re.compile(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[.,]\d+(?:Z|[+-]\d\d:?\d\d)) (?P<msg>.*)$")
+_ISO_PLAIN = LazyPattern(r"^(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[.,]\d+(?:Z|[+-]\d\d:?\d\d)) (?P<msg>.*)$")
 # journalctl -o short-full ("Tue 2024-02-13 19:30:00 CET host kernel: ...") and -o short-unix
 # ("1707849000.123456 host kernel: ..."). A zone name other than UTC/GMT means the context's zone.
-_JOURNAL_FULL = re.compile(
+_JOURNAL_FULL = LazyPattern(
     r"^(?:[A-Z][a-z]{2} )?(?P<date>\d{4}-\d\d-\d\d) (?P<time>\d\d:\d\d:\d\d(?:\.\d+)?) "
     r"(?P<tz>[A-Z][A-Za-z]{1,5}|[+-]\d\d:?\d\d) (?P<host>\S+) (?P<tag>[^:\[\s]+)(?:\[\d+\])?: (?P<msg>.*)$")
-_JOURNAL_UNIX = re.compile(
+_JOURNAL_UNIX = LazyPattern(
     r"^(?P<epoch>\d{9,10}(?:\.\d{1,9})?) (?P<host>\S+) (?P<tag>[^:\[\s]+)(?:\[\d+\])?: (?P<msg>.*)$")
 # dmesg -H / --reltime: "[Feb13 19:30] msg" (strftime "%b%e %H:%M") once a minute, then "[  +0.000316] msg",
 # each the time since the message before (so only the head lines can be placed in time).
-_RELTIME_HEAD = re.compile(
+_RELTIME_HEAD = LazyPattern(
     r"^\[(?P<mon>[A-Z][a-z]{2}) ?(?P<day>\d{1,2}) (?P<h>\d\d):(?P<m>\d\d)(?::(?P<s>\d\d))?\]\s?(?P<msg>.*)$")
-_RELTIME_DELTA = re.compile(r"^\[\s*\+(?P<delta>\d+\.\d+)\]\s?(?P<msg>.*)$")
-_PRINTK = re.compile(r"^\[\s*(?P<sec>\d+\.\d+)\]\s?")
-_JOURNAL_MARK = re.compile(r"^-- (?:Boot [0-9a-f]+|Reboot|Logs begin|Journal begins|No entries)")
+_RELTIME_DELTA = LazyPattern(r"^\[\s*\+(?P<delta>\d+\.\d+)\]\s?(?P<msg>.*)$")
+_PRINTK = LazyPattern(r"^\[\s*(?P<sec>\d+\.\d+)\]\s?")
+_JOURNAL_MARK = LazyPattern(r"^-- (?:Boot [0-9a-f]+|Reboot|Logs begin|Journal begins|No entries)")
 
 #: no machine has been up for a century: a longer uptime stamp is corruption, and gets no time
 MAX_UPTIME_SECONDS = 100 * 366 * 86400

@@ -283,5 +283,20 @@ def spool_flush(config_path=None, rules_dir=None, wait: bool = True, timeout: fl
     return 3 if res.error or res.left else 0
 
 
+def script() -> None:
+    """The `attribution-node` console script: main(), then an exit without the interpreter's teardown."""
+    fast_exit(main())
+
+
+def fast_exit(code: int) -> None:
+    """Exit once stdout and stderr are flushed, without the interpreter's teardown (freeing every object of the
+    rule pack one by one costs a hook ~10 ms of CPU). Every file the agent writes is closed by then."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code if isinstance(code, int) else 1)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    script()

@@ -171,11 +171,11 @@ def store_or_spool(ruleset: RuleSet, engine_factory: Callable, settings: Setting
                    events: list[Event], coverage: list[Coverage], source: str, deadline: float,
                    report: HookReport, telemetry: Mapping | None = None) -> None:
     """Store through the service when settings.service_url is set, else in the database; spool on failure."""
-    from attribution.pipeline import ingest
-
     if settings.service_url:
         send_or_spool(settings, payload(ctx, events, coverage, source, telemetry), deadline, report)
         return
+    from attribution.pipeline import ingest  # the database path only: the service path loads no store
+
     try:
         with engine_factory() as engine:
             ingest(ruleset, engine, ctx, events, coverage, source, deadline=deadline, telemetry=telemetry)

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from attribution.collect.httpclient import Endpoint, HttpError, Response, post
 from attribution.errors import AttributionError, ConfigError
+from attribution.node.httppost import Answer, TransportError, post
 from attribution.secrets import read_secret
 
 if TYPE_CHECKING:
@@ -55,10 +55,9 @@ class ServiceClient:
     def close(self) -> None:
         pass  # one connection per request (a hook posts once or twice): nothing stays open
 
-    def _endpoint(self, timeout: float) -> Endpoint:
-        return Endpoint(url=self.base_url.rstrip("/"), timeout=timeout,
-                        headers={"Authorization": f"Bearer {self.token}", "User-Agent": "attribution-hook",
-                                 "Accept": "application/json"})
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}", "User-Agent": "attribution-hook",
+                "Accept": "application/json", "Content-Type": "application/json"}
 
     def post_observations(self, payload: dict, deadline: float | None = None) -> dict:
         """Post one batch; returns the service's answer (what was stored, whether the verdict changed)."""
@@ -69,8 +68,8 @@ class ServiceClient:
             if left <= 0.05:
                 raise ServiceError(f"no time left to report to {self.base_url} ({last})")
             try:
-                r = post(self._endpoint(left), OBSERVATIONS, body, "application/json", time.monotonic() + left)
-            except HttpError as exc:
+                r = post(self.base_url.rstrip("/"), OBSERVATIONS, body, self._headers(), time.monotonic() + left)
+            except TransportError as exc:
                 last = exc.reason
                 retry_after = 0.2
             else:
@@ -101,7 +100,7 @@ def client_from_settings(settings: Settings) -> ServiceClient:
                          timeout=settings.service.client_timeout_seconds)
 
 
-def _json(r: Response) -> dict:
+def _json(r: Answer) -> dict:
     try:
         body = json.loads(r.body)
     except ValueError:
@@ -109,13 +108,13 @@ def _json(r: Response) -> dict:
     return body if isinstance(body, dict) else {}
 
 
-def _message(r: Response) -> str:
+def _message(r: Answer) -> str:
     body = _json(r)
     msg = body.get("message") if isinstance(body.get("message"), str) else r.body[:200].decode("utf-8", "replace")
     return msg.strip().splitlines()[0] if msg and msg.strip() else r.reason
 
 
-def _retry_after(r: Response) -> float:
+def _retry_after(r: Answer) -> float:
     try:
         return max(0.0, float(r.headers.get("retry-after", "0.5")))
     except ValueError:

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -79,7 +78,7 @@ def not_utf8(doc, path: str = "payload") -> str | None:
 def write(spool_dir: Path, payload: dict) -> Path:
     """Write one payload atomically; returns its final path."""
     spool_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}{SUFFIX}"
+    name = f"{time.time_ns():020d}-{os.getpid()}-{os.urandom(4).hex()}{SUFFIX}"
     tmp = spool_dir / f".tmp-{name}"
     data = encode(payload)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -206,6 +206,8 @@ def _hs_bytes(pf) -> bytes | None:
         import hyperscan
     except ImportError:
         return None
+    if not pf._hs_tried and pf._hs_blob is not None:  # noqa: SLF001  (read from a cache, not used since)
+        return pf._hs_blob  # noqa: SLF001
     db = pf._hs if pf._hs_tried else hyperscan_database(pf.patterns)  # noqa: SLF001
     return hyperscan.dumpb(db) if db is not None else None
 
@@ -269,16 +271,7 @@ def _prefilter(patterns, pattern: str, hs: bytes | None, extended: dict | None =
     pf._hs = None  # noqa: SLF001
     pf._hs_tried = False  # noqa: SLF001
     pf._extended = dict(extended or {})  # noqa: SLF001
-    if hs is not None:
-        try:
-            import hyperscan
-
-            db = hyperscan.loadb(hs, hyperscan.HS_MODE_BLOCK)
-            db.scratch = hyperscan.Scratch(db)  # a deserialized database comes without one
-            pf._hs = db  # noqa: SLF001
-            pf._hs_tried = True  # noqa: SLF001
-        except Exception:  # no Hyperscan here, or another build: compile on first use as usual
-            pf._hs = None  # noqa: SLF001
+    pf._hs_blob = hs  # noqa: SLF001  (loaded on first use: a node reads one or two of the sources)
     return pf
 
 

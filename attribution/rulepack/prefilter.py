@@ -51,7 +51,7 @@ class Prefilter:
     windows without any, which at realistic fault rates is nearly all of a log.
     """
 
-    __slots__ = ("_rx", "pattern", "patterns", "_hs", "_hs_tried", "_extended")
+    __slots__ = ("_rx", "pattern", "patterns", "_hs", "_hs_tried", "_extended", "_hs_blob")
 
     WINDOW = 64 << 10
 
@@ -62,6 +62,7 @@ class Prefilter:
         self._rx = compile_re2(self.pattern.encode("utf-8"))
         self._hs = None
         self._hs_tried = False
+        self._hs_blob: bytes | None = None  # a serialized database (the pack's cache), loaded on first use
         self._extended: dict[tuple[str, ...], Prefilter] = {}
 
     def extended(self, extra: Iterable[str]) -> Prefilter:
@@ -80,7 +81,10 @@ class Prefilter:
         n = len(block) if end is None else end
         if not self._hs_tried:
             self._hs_tried = True
-            self._hs = hyperscan_database(self.patterns)
+            self._hs = _loaded(self._hs_blob) if self._hs_blob is not None else None
+            self._hs_blob = None
+            if self._hs is None:
+                self._hs = hyperscan_database(self.patterns)
         if self._hs is None:
             return self.find_re2(block, 0, n)
         out: list[int] = []
@@ -130,6 +134,18 @@ class Prefilter:
 
 def _stop(*_args) -> bool:
     return True  # a match: stop scanning this window
+
+
+def _loaded(blob: bytes):
+    """A database serialized by hyperscan.dumpb, or None (no Hyperscan here, or another build: compile instead)."""
+    try:
+        import hyperscan
+
+        db = hyperscan.loadb(blob, hyperscan.HS_MODE_BLOCK)
+        db.scratch = hyperscan.Scratch(db)  # a deserialized database comes without one
+        return db
+    except Exception:
+        return None
 
 
 def hyperscan_database(patterns: tuple[str, ...]):
