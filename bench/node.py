@@ -75,7 +75,7 @@ def bench_hook(work: Path, quick: bool) -> Result:
     finally:
         pg.stop()
     ok = clean_cpu < 20 and not python_started and fail_s < 2 and "stored" in last
-    return Result(f"4. node epilog: clean job (100k-line kernel log) / failed job ({'100k' if quick else '1M'}-line "
+    return Result(f"7. node epilog hook: clean job (100k-line kernel log) / failed job ({'100k' if quick else '1M'}-line "
                   f"kernel log, one Xid 79)",
                   f"clean: median {clean_ms:.1f} ms ({clean_cpu:.1f} ms CPU), no Python; failed: {fail_s:.2f} s "
                   f"({fail_cpu:.2f} s CPU) incl. the store write",
