@@ -67,10 +67,10 @@ def bench_store(work: Path, quick: bool) -> Result:
             with raw.cursor().copy(f"COPY attribution.events ({', '.join(EVENT_COLUMNS)}) FROM STDIN") as cp:
                 for ctx, evs in batches:
                     for e in evs:
-                        cp.write_row((e.time, fingerprint(ctx.cluster, e, "") + b"copy", ctx.cluster, e.node,
-                                      e.source, e.kind, e.role, e.code, e.gpu, e.rank, True, e.outcome, e.action,
-                                      e.severity, e.rule, e.location, e.message, e.line,
-                                      json.dumps(dict(e.fields), sort_keys=True)))
+                        row = {"occurred_at": e.time, "fingerprint": fingerprint(ctx.cluster, e, "") + b"copy",
+                               "cluster": ctx.cluster, "time_exact": True,
+                               "fields": json.dumps(dict(e.fields), sort_keys=True)}
+                        cp.write_row(tuple(row[c] if c in row else getattr(e, c) for c in EVENT_COLUMNS))
         copy_s = time.perf_counter() - t0  # including the commit
         with engine.connect() as c:
             stored = c.execute(text("SELECT count(*) FROM attribution.events")).scalar()
