@@ -1,4 +1,5 @@
 -- One row per job with its current verdict: what broke, where, what to do.
+-- (jobs and verdicts are co-located by job_id: the join carries it.)
 CREATE VIEW attribution.job_verdicts AS
 SELECT j.cluster,
        j.job_id,
@@ -25,4 +26,4 @@ SELECT j.cluster,
        j.id                        AS job_ref,
        v.id                        AS verdict_id
 FROM attribution.jobs j
-LEFT JOIN attribution.verdicts v ON v.id = j.current_verdict_id;
+LEFT JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id;

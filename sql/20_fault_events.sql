@@ -12,12 +12,16 @@ SELECT e.cluster,
        e.occurred_at,
        e.time_exact,
        e.message,
-       (SELECT count(*) FROM attribution.job_events je WHERE je.event_id = e.id) AS jobs,
+       l.jobs,
        e.severity,
        e.outcome,
        e.action,
        e.rule,
        e.line,
        e.handled_at,
-       e.id AS event_id
-FROM attribution.events e;
+       e.id AS event_id,
+       e.node_key
+FROM attribution.events e
+-- the event's job links are stored beside it (event_jobs, co-located with events by node_key)
+LEFT JOIN LATERAL (SELECT count(*) AS jobs FROM attribution.event_jobs ej
+                   WHERE ej.node_key = e.node_key AND ej.event_id = e.id) l ON true;

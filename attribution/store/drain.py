@@ -23,9 +23,9 @@ def load_policy(engine: Engine, policy: DrainPolicy) -> None:
         if newest == policy.version:
             return
         c.execute(text(
-            "INSERT INTO attribution.drain_policies (version, reason_prefix, caps, document) "
-            "VALUES (:v, :p, CAST(:caps AS jsonb), CAST(:doc AS jsonb)) "
-            "ON CONFLICT (version) DO UPDATE SET loaded_at = now()"),
+            "INSERT INTO attribution.drain_policies (version, reason_prefix, caps, document, loaded_at) "
+            "VALUES (:v, :p, CAST(:caps AS jsonb), CAST(:doc AS jsonb), now()) "
+            "ON CONFLICT (version) DO UPDATE SET loaded_at = excluded.loaded_at"),
             {"v": policy.version, "p": policy.reason_prefix, "caps": json.dumps(policy.caps),
              "doc": json.dumps(dict(policy.document), default=str)})
         c.execute(text("DELETE FROM attribution.drain_conditions WHERE policy_version = :v"), {"v": policy.version})
@@ -114,7 +114,8 @@ def record_resume(engine: Engine, cluster: str, node: str, actor: str | None, de
             "ON CONFLICT (cluster, node) DO UPDATE SET resumed_at = excluded.resumed_at"),
             {"c": cluster, "n": node, "t": at})
         n = c.execute(text(
-            "UPDATE attribution.events SET handled_at = :t WHERE cluster = :c AND node = :n AND handled_at IS NULL "
+            "UPDATE attribution.events SET handled_at = :t WHERE node_key = :n AND cluster = :c AND node = :n "
+            "AND handled_at IS NULL "
             "AND occurred_at <= :t AND occurred_at >= :lo"),
             {"c": cluster, "n": node, "t": at, "lo": at - timedelta(days=366)}).rowcount
         c.execute(text(

@@ -1,5 +1,8 @@
 """A job's events in the store: each stored once (whatever other jobs saw it), linked to the job, and counted
-in the fleet rollups (fault_weeks, fault_series) in the same statement."""
+in the fleet rollups (fault_weeks, fault_series) in the same statement.
+
+Every statement about events names their `node_key` (the distribution column of the per-node tables, links.py),
+and a job's links are written on both sides (job_events by job_id, event_jobs by node_key)."""
 
 from __future__ import annotations
 
@@ -11,12 +14,14 @@ from sqlalchemy import Connection, text
 
 from attribution.model import INFRASTRUCTURE_OUTCOMES, Event, ExecutionContext
 from attribution.store.codec import event_from_row, fingerprint
+from attribution.store.links import EVENT_ROW, JOB_SCOPED_SOURCES, job_event_rows, node_key
 
 UTC = timezone.utc
-JOB_SCOPED_SOURCES = frozenset({"job", "scheduler"})
 #: model.INFRASTRUCTURE_OUTCOMES as an SQL list.
 INFRA_SQL = "(" + ", ".join(f"'{o}'" for o in sorted(INFRASTRUCTURE_OUTCOMES)) + ")"
-EVENT_COLUMNS = ("occurred_at", "fingerprint", "cluster", "node", "source", "evidence", "kind", "role", "code", "gpu",
+EVENT_COLUMNS = ("occurred_at", "fingerprint", "cluster", "node", "node_key", "source", "evidence", "kind", "role",
+                 "code", "gpu", "rank", "time_exact", "outcome", "action", "severity", "rule", "location", "message", "line",
+                 "fields")
                  "rank", "time_exact", "outcome", "action", "severity", "rule", "location", "message", "line", "fields")
 
 
@@ -44,12 +49,13 @@ class JobEvents:
             scope = f"{self.ctx.cluster}/{self.ctx.job_id}" if ev.source in JOB_SCOPED_SOURCES else ""
             fp = fingerprint(self.ctx.cluster, ev, scope)
             occurred = ev.time or placement
-            rows[(fp, occurred)] = (
-                occurred, fp, self.ctx.cluster, ev.node, ev.source, ev.evidence, ev.kind, ev.role, _int4(ev.code),
-                ev.gpu, _int4(ev.rank),
+            key = node_key(self.ctx.cluster, self.ctx.job_id, ev)
+            rows[(key, fp, occurred)] = (
+                occurred, fp, self.ctx.cluster, ev.node, key, ev.source, ev.evidence, ev.kind, ev.role,
+                _int4(ev.code), ev.gpu, _int4(ev.rank),
                 ev.time is not None, ev.outcome, ev.action, ev.severity, ev.rule, ev.location, ev.message, ev.line,
                 json.dumps(dict(ev.fields), sort_keys=True))
-        ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1]))]
+        ordered = [rows[k] for k in sorted(rows)]
         c = self.conn
         c.execute(text(
             f"CREATE TEMP TABLE IF NOT EXISTS _in_events ON COMMIT DELETE ROWS AS "
@@ -64,8 +70,8 @@ class JobEvents:
         new = c.execute(text(f"""
             WITH ins AS (
               INSERT INTO attribution.events ({cols})
-              SELECT {cols} FROM _in_events ORDER BY fingerprint, occurred_at
-              ON CONFLICT (fingerprint, occurred_at) DO NOTHING
+              SELECT {cols} FROM _in_events ORDER BY node_key, fingerprint, occurred_at
+              ON CONFLICT (node_key, fingerprint, occurred_at) DO NOTHING
               RETURNING cluster, node, gpu, kind, code, role, outcome, source, occurred_at
             ), faults AS (
               -- what the fleet views can show: a node's own non-symptom, non-application events, and
@@ -110,25 +116,26 @@ class JobEvents:
               RETURNING 1
             )
             SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM up)""")).first()[0]
+        # the link on the job's side (job_events, by job_id) and on the event's (event_jobs, by node_key)
         linked = 0 if not link else c.execute(text("""
             WITH l AS (
-              INSERT INTO attribution.job_events (job_ref, event_id, event_time)
-              SELECT :job, e.id, e.occurred_at
+              INSERT INTO attribution.job_events (job_id, job_ref, node_key, event_id, event_time)
+              SELECT :jid, :job, e.node_key, e.id, e.occurred_at
               FROM _in_events i JOIN attribution.events e
-                ON e.fingerprint = i.fingerprint AND e.occurred_at = i.occurred_at
+                ON e.node_key = i.node_key AND e.fingerprint = i.fingerprint AND e.occurred_at = i.occurred_at
               ORDER BY e.id
-              ON CONFLICT (job_ref, event_id) DO NOTHING
+              ON CONFLICT (job_id, job_ref, event_id) DO NOTHING
+              RETURNING node_key, event_id, event_time
+            ), ej AS (
+              INSERT INTO attribution.event_jobs (node_key, event_id, event_time, job_id, job_ref)
+              SELECT node_key, event_id, event_time, :jid, :job FROM l ORDER BY node_key, event_id
+              ON CONFLICT (node_key, event_id, job_ref) DO NOTHING
               RETURNING 1
-            ) SELECT count(*) FROM l"""), {"job": self.job.id}).scalar_one()
+            ) SELECT (SELECT count(*) FROM l), (SELECT count(*) FROM ej)"""),
+            {"jid": self.job.job_id, "job": self.job.id}).first()[0]
         c.execute(text("TRUNCATE _in_events"))
         return int(new), int(linked)
 
     def events(self) -> list[Event]:
-        rows = self.conn.execute(text(
-            "SELECT e.kind, e.role, e.rule, e.source, e.location, e.line, e.message, e.node, e.gpu, e.code, e.rank, "
-            "CASE WHEN e.time_exact THEN e.occurred_at END, e.outcome, e.action, e.severity, e.fields "
-            "FROM attribution.job_events je JOIN attribution.events e "
-            "ON e.id = je.event_id AND e.occurred_at = je.event_time WHERE je.job_ref = :job "
-            "ORDER BY e.occurred_at, e.id"),
-            {"job": self.job.id}).all()
+        rows = job_event_rows(self.conn, self.job.job_id, self.job.id, EVENT_ROW)
         return [event_from_row(r) for r in rows]

@@ -1,5 +1,8 @@
 """A job's row in the store and who works on it: the per-job advisory lock, the row found or created (the
-context whose source takes precedence wins), the evidence counter and the claim to attribute."""
+context whose source takes precedence wins), the evidence counter and the claim to attribute.
+
+Every statement about one job names the job's `job_id` (the distribution column of the per-job tables,
+docs/store.md "Past one server"), so that on Citus each is routed to the job's shard."""
 
 from __future__ import annotations
 
@@ -71,8 +74,12 @@ class JobRow:
     def mark_pending(self) -> None:
         """Evidence was stored: count it, so the job's verdict is computed again (by this process or the one at
         it). The job's row is already locked by this transaction (`_find_or_create`)."""
-        self.conn.execute(text("UPDATE attribution.jobs SET evidence_seq = evidence_seq + 1 WHERE id = :id"),
-                          {"id": self.job.id})
+        self.conn.execute(text("UPDATE attribution.jobs SET evidence_seq = evidence_seq + 1 "
+                               "WHERE job_id = :jid AND id = :id"), self._key())
+
+    def _key(self, **more) -> dict:
+        """The job's row: its distribution key (job_id) and its id."""
+        return dict(more, jid=self.job.job_id, id=self.job.id)
 
     def claim_attribution(self) -> bool:
         """True when this transaction is now the job's only attributor and evidence newer than the verdict is
@@ -83,8 +90,8 @@ class JobRow:
         if not got:
             return False
         # read before the evidence (read committed: each later statement sees at least what this count counts)
-        seq, done = self.conn.execute(text("SELECT evidence_seq, attributed_seq FROM attribution.jobs WHERE id = :id"),
-                                      {"id": self.job.id}).one()
+        seq, done = self.conn.execute(text("SELECT evidence_seq, attributed_seq FROM attribution.jobs "
+                                           "WHERE job_id = :jid AND id = :id"), self._key()).one()
         self._claimed_seq = seq
         return seq > done
 
@@ -93,16 +100,16 @@ class JobRow:
         verdict = correlate(ruleset, self.stored_context(), self.events(), self.coverage())
         vid, changed = self.save_verdict(verdict, render(verdict))
         self.conn.execute(text("UPDATE attribution.jobs SET attributed_seq = greatest(attributed_seq, :s) "
-                               "WHERE id = :id"), {"s": self._claimed_seq, "id": self.job.id})
+                               "WHERE job_id = :jid AND id = :id"), self._key(s=self._claimed_seq))
         return vid, changed, verdict
 
     def pending(self) -> bool:
         return bool(self.conn.execute(text("SELECT evidence_seq > attributed_seq FROM attribution.jobs "
-                                           "WHERE id = :id"), {"id": self.job.id}).scalar())
+                                           "WHERE job_id = :jid AND id = :id"), self._key()).scalar())
 
     def current_verdict_id(self) -> int | None:
-        return self.conn.execute(text("SELECT current_verdict_id FROM attribution.jobs WHERE id = :id"),
-                                 {"id": self.job.id}).scalar()
+        return self.conn.execute(text("SELECT current_verdict_id FROM attribution.jobs "
+                                      "WHERE job_id = :jid AND id = :id"), self._key()).scalar()
 
     # -- the job row ---------------------------------------------------------------------------------------
     def _find_or_create(self) -> JobRef:
@@ -125,19 +132,19 @@ class JobRow:
                 "VALUES (:c, :j, :s, :e, :u, :p, :st, :x, :f, :n, :g, CAST(:doc AS jsonb), :src, :prec) "
                 "RETURNING id"), values).scalar_one()
             return JobRef(new_id, ctx.cluster, ctx.job_id, start)
-        job_id, stored_start, stored_precedence = row
+        ref, stored_start, stored_precedence = row
         if self.precedence >= stored_precedence:
             self.conn.execute(text(
                 "UPDATE attribution.jobs SET start_time = :s, end_time = :e, user_name = :u, partition = :p, "
                 "state = :st, exit_code = :x, failed_node = :f, nodes = :n, gpus_per_node = :g, "
                 "context = CAST(:doc AS jsonb), context_source = :src, context_rank = :prec, updated_at = now() "
-                "WHERE id = :id"), dict(values, id=job_id))
-            return JobRef(job_id, ctx.cluster, ctx.job_id, start)
-        return JobRef(job_id, ctx.cluster, ctx.job_id, stored_start)
+                "WHERE job_id = :j AND id = :id"), dict(values, id=ref))
+            return JobRef(ref, ctx.cluster, ctx.job_id, start)
+        return JobRef(ref, ctx.cluster, ctx.job_id, stored_start)
 
     def stored_context(self) -> ExecutionContext:
-        doc = self.conn.execute(text("SELECT context FROM attribution.jobs WHERE id = :id"),
-                                {"id": self.job.id}).scalar_one()
+        doc = self.conn.execute(text("SELECT context FROM attribution.jobs WHERE job_id = :jid AND id = :id"),
+                                self._key()).scalar_one()
         return context_from_json(doc)
 
 

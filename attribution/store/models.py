@@ -5,6 +5,10 @@ Everything lives in the schema `attribution`. Event kinds and rule ids are text,
 `events` is range-partitioned by month on `occurred_at`: the partitions of the coming year are made ahead by a
 maintenance step (`attribution.ensure_event_partitions`, run at migration, by `db upgrade` and by
 `db attribute-pending`), and a DEFAULT partition takes the rest; ingest never creates one (docs/store.md).
+
+Every table is keyed for Citus (docs/store.md, "Past one server"): the per-job tables by `job_id` (in every
+primary and foreign key), the per-node ones by the node (`events.node_key`, `node` in the rollups),
+`DISTRIBUTION` says which; tests/store/test_distribution.py checks the catalog and the SQL against it.
 """
 
 from __future__ import annotations
@@ -44,6 +48,26 @@ NAMING = {
 }
 
 
+#: table -> (distribution column, co-located with) for Citus; None: a reference table (`attribution db distribute`).
+DISTRIBUTION: dict[str, tuple[str, str | None] | None] = {
+    "jobs": ("job_id", None),
+    "verdicts": ("job_id", "jobs"),
+    "verdict_symptoms": ("job_id", "jobs"),
+    "job_events": ("job_id", "jobs"),
+    "coverage": ("job_id", "jobs"),
+    "events": ("node_key", None),
+    "event_jobs": ("node_key", "events"),
+    "fault_weeks": ("node", "events"),
+    "fault_series": ("node", "events"),
+    "failed_roots": ("node", "events"),
+    "drain_actions": ("node", "events"),
+    "rule_packs": None,
+    "drain_policies": None,
+    "drain_conditions": None,
+    "node_resumes": None,
+}
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(schema=SCHEMA, naming_convention=NAMING)
 
@@ -56,6 +80,7 @@ class Job(Base):
 
     __tablename__ = "jobs"
     __table_args__ = (
+        PrimaryKeyConstraint("job_id", "id"),
         UniqueConstraint("cluster", "job_id", "start_time"),
         Index(None, "cluster", "job_id"),
         Index(None, "end_time"),
@@ -67,7 +92,7 @@ class Job(Base):
         Index("ix_jobs_nodes", "nodes", postgresql_using="gin"),
     )
 
-    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False))
     cluster: Mapped[str] = mapped_column(Text)
     job_id: Mapped[str] = mapped_column(Text)
     start_time: Mapped[datetime] = mapped_column(TS)
@@ -96,8 +121,8 @@ class Event(Base):
 
     __tablename__ = "events"
     __table_args__ = (
-        PrimaryKeyConstraint("id", "occurred_at"),
-        UniqueConstraint("fingerprint", "occurred_at"),
+        PrimaryKeyConstraint("node_key", "id", "occurred_at"),
+        UniqueConstraint("node_key", "fingerprint", "occurred_at"),
         Index(None, "cluster", "node", "occurred_at"),
         Index(None, "kind", "occurred_at"),
         Index("ix_events_kind_occurred_at_node", "kind", "occurred_at", "node",
@@ -111,6 +136,9 @@ class Event(Base):
     fingerprint: Mapped[bytes] = mapped_column(LargeBinary)
     cluster: Mapped[str] = mapped_column(Text)
     node: Mapped[str | None] = mapped_column(Text)
+    #: the distribution key: the node; for a line of a job's own output without a node `<cluster>/<job id>`;
+    #: else the cluster (attribution.store.writer.node_key)
+    node_key: Mapped[str] = mapped_column(Text)
     source: Mapped[str] = mapped_column(Text)
     #: who could have written the line: 'system' or 'job_output' (spec/bundle.md "Trust")
     evidence: Mapped[str] = mapped_column(Text, server_default=text("'system'"))
@@ -133,20 +161,41 @@ class Event(Base):
 
 
 class JobEvent(Base):
-    """Which job saw which event, and the role the event plays in that job's current verdict."""
+    """Which job saw which event, and the role the event plays in that job's current verdict; stored with the job
+    (by job_id). `node_key` says where the event is. No foreign key to events: a month of events is dropped with
+    its links (attribution.store.retention)."""
 
     __tablename__ = "job_events"
     __table_args__ = (
-        PrimaryKeyConstraint("job_ref", "event_id"),
-        ForeignKeyConstraint(["event_id", "event_time"], ["attribution.events.id", "attribution.events.occurred_at"],
+        PrimaryKeyConstraint("job_id", "job_ref", "event_id"),
+        ForeignKeyConstraint(["job_id", "job_ref"], ["attribution.jobs.job_id", "attribution.jobs.id"],
                              ondelete="CASCADE"),
-        Index(None, "event_id"),
+        Index(None, "event_time"),
     )
 
-    job_ref: Mapped[int] = mapped_column(BigInteger, ForeignKey("attribution.jobs.id", ondelete="CASCADE"))
+    job_id: Mapped[str] = mapped_column(Text)
+    job_ref: Mapped[int] = mapped_column(BigInteger)
+    node_key: Mapped[str] = mapped_column(Text)
     event_id: Mapped[int] = mapped_column(BigInteger)
     event_time: Mapped[datetime] = mapped_column(TS)
     role_in_job: Mapped[str] = mapped_column(Text, server_default=text("'unattributed'"))
+
+
+class EventJob(Base):
+    """The same links as job_events, stored with the event (by node_key): what the fleet views and the drain policy
+    count per event without leaving the event's shard."""
+
+    __tablename__ = "event_jobs"
+    __table_args__ = (
+        PrimaryKeyConstraint("node_key", "event_id", "job_ref"),
+        Index(None, "event_time"),
+    )
+
+    node_key: Mapped[str] = mapped_column(Text)
+    event_id: Mapped[int] = mapped_column(BigInteger)
+    event_time: Mapped[datetime] = mapped_column(TS)
+    job_id: Mapped[str] = mapped_column(Text)
+    job_ref: Mapped[int] = mapped_column(BigInteger)
 
 
 class Verdict(Base):
@@ -154,12 +203,16 @@ class Verdict(Base):
 
     __tablename__ = "verdicts"
     __table_args__ = (
-        Index(None, "job_ref", "id"),
+        PrimaryKeyConstraint("job_id", "id"),
+        ForeignKeyConstraint(["job_id", "job_ref"], ["attribution.jobs.job_id", "attribution.jobs.id"],
+                             ondelete="CASCADE"),
+        Index(None, "job_id", "job_ref", "id"),
         Index(None, "outcome", "created_at"),
     )
 
-    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
-    job_ref: Mapped[int] = mapped_column(BigInteger, ForeignKey("attribution.jobs.id", ondelete="CASCADE"))
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False))
+    job_id: Mapped[str] = mapped_column(Text)
+    job_ref: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
     outcome: Mapped[str] = mapped_column(Text)
     confidence: Mapped[str] = mapped_column(Text)
@@ -181,9 +234,14 @@ class Verdict(Base):
 
 class VerdictSymptom(Base):
     __tablename__ = "verdict_symptoms"
-    __table_args__ = (PrimaryKeyConstraint("verdict_id", "event_id"),)
+    __table_args__ = (
+        PrimaryKeyConstraint("job_id", "verdict_id", "event_id"),
+        ForeignKeyConstraint(["job_id", "verdict_id"], ["attribution.verdicts.job_id", "attribution.verdicts.id"],
+                             ondelete="CASCADE"),
+    )
 
-    verdict_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("attribution.verdicts.id", ondelete="CASCADE"))
+    job_id: Mapped[str] = mapped_column(Text)
+    verdict_id: Mapped[int] = mapped_column(BigInteger)
     event_id: Mapped[int] = mapped_column(BigInteger)
     explained_by: Mapped[str | None] = mapped_column(Text)
 
@@ -192,9 +250,14 @@ class CoverageRecord(Base):
     """What each collector saw for a job: the latest report per (source, node, file)."""
 
     __tablename__ = "coverage"
-    __table_args__ = (PrimaryKeyConstraint("job_ref", "source", "node_key", "file_key"),)
+    __table_args__ = (
+        PrimaryKeyConstraint("job_id", "job_ref", "source", "node_key", "file_key"),
+        ForeignKeyConstraint(["job_id", "job_ref"], ["attribution.jobs.job_id", "attribution.jobs.id"],
+                             ondelete="CASCADE"),
+    )
 
-    job_ref: Mapped[int] = mapped_column(BigInteger, ForeignKey("attribution.jobs.id", ondelete="CASCADE"))
+    job_id: Mapped[str] = mapped_column(Text)
+    job_ref: Mapped[int] = mapped_column(BigInteger)
     source: Mapped[str] = mapped_column(Text)
     node_key: Mapped[str] = mapped_column(Text)
     file_key: Mapped[str] = mapped_column(Text)
@@ -339,9 +402,9 @@ class DrainAction(Base):
     """The audit of every drain decision: applied, skipped, capped, failed, resumed."""
 
     __tablename__ = "drain_actions"
-    __table_args__ = (Index(None, "cluster", "at"),)
+    __table_args__ = (PrimaryKeyConstraint("node", "id"), Index(None, "cluster", "at"))
 
-    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False))
     at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
     cluster: Mapped[str] = mapped_column(Text)
     node: Mapped[str] = mapped_column(Text)
@@ -371,7 +434,8 @@ class AlertKey(Base):
     sent_at: Mapped[datetime] = mapped_column(TS)
 
 
-__all__ = ["Base", "AlertCursor", "AlertKey", "SCHEMA", "Job", "Event", "JobEvent", "Verdict", "VerdictSymptom", "CoverageRecord", "FaultWeek",
+__all__ = ["Base", "AlertCursor", "AlertKey", "SCHEMA", "DISTRIBUTION", "Job", "Event", "JobEvent", "EventJob",
+           "Verdict", "VerdictSymptom", "CoverageRecord", "FaultWeek",
            "RulePack", "FaultSeries", "FailedRoot", "DrainPolicy", "DrainCondition", "NodeResume", "DrainAction"]
 
 

@@ -24,12 +24,14 @@ def current_verdict(conn: Connection, cluster: str, job_id: str, start: datetime
     """The current verdict document of the job (the newest one with this id, or the one nearest `start`)."""
     if start is None:
         row = conn.execute(text(
-            "SELECT v.document FROM attribution.jobs j JOIN attribution.verdicts v ON v.id = j.current_verdict_id "
+            "SELECT v.document FROM attribution.jobs j JOIN attribution.verdicts v "
+            "ON v.job_id = j.job_id AND v.id = j.current_verdict_id "
             "WHERE j.cluster = :c AND j.job_id = :j ORDER BY j.start_time DESC, j.id DESC LIMIT 1"),
             {"c": cluster, "j": job_id}).first()
     else:
         row = conn.execute(text(
-            "SELECT v.document FROM attribution.jobs j JOIN attribution.verdicts v ON v.id = j.current_verdict_id "
+            "SELECT v.document FROM attribution.jobs j JOIN attribution.verdicts v "
+            "ON v.job_id = j.job_id AND v.id = j.current_verdict_id "
             "WHERE j.cluster = :c AND j.job_id = :j AND j.start_time BETWEEN :lo AND :hi "
             "ORDER BY abs(extract(epoch FROM j.start_time - :s)), j.id LIMIT 1"),
             {"c": cluster, "j": job_id, "s": start, "lo": start - SAME_JOB_WINDOW,
@@ -44,7 +46,7 @@ def node_events(conn: Connection, cluster: str, node: str, since: datetime, unti
     rows = conn.execute(text(
         "SELECT occurred_at AS time, time_exact, kind, code, role, gpu, source, severity, outcome, action, rule, "
         "message, line, jobs FROM attribution.fault_events "
-        "WHERE cluster = :c AND node = :n AND occurred_at >= :since "
+        "WHERE cluster = :c AND node = :n AND node_key = :n AND occurred_at >= :since "
         "AND (CAST(:until AS timestamptz) IS NULL OR occurred_at < :until) "
         "ORDER BY occurred_at, event_id LIMIT :lim"),
         {"c": cluster, "n": node, "since": since, "until": until, "lim": limit + 1}).mappings().all()

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Engine, text
 from attribution.errors import InputError
 from attribution.model import Event
 from attribution.store.codec import event_from_row
+from attribution.store.links import EVENT_ROW, job_event_rows
 
 UTC = timezone.utc
 
@@ -81,7 +82,7 @@ SELECT e.cluster, e.node, e.gpu, (date_trunc('week', e.occurred_at AT TIME ZONE 
        count(*) AS events
 FROM attribution.fault_events e
 JOIN attribution.recurring_faults r
-  ON r.cluster = e.cluster AND r.node = e.node AND r.kind = e.kind
+  ON r.cluster = e.cluster AND r.node = e.node_key AND r.node = e.node AND r.kind = e.kind
  AND r.gpu IS NOT DISTINCT FROM e.gpu AND r.code IS NOT DISTINCT FROM e.code
 WHERE e.occurred_at >= :since AND e.occurred_at < :until AND e.role <> 'symptom'
 GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"""
@@ -109,17 +110,10 @@ LIMIT :limit"""
 STORED_JOB = """
 SELECT v.job_ref, v.job_start, d.document
 FROM attribution.job_verdicts v
-JOIN attribution.verdicts d ON d.id = v.verdict_id
+JOIN attribution.verdicts d ON d.job_id = v.job_id AND d.id = v.verdict_id
 WHERE v.cluster = :cluster AND v.job_id = :job_id AND (CAST(:start AS timestamptz) IS NULL OR v.job_start = :start)
 ORDER BY v.job_start DESC"""
 
-JOB_EVENTS = """
-SELECT e.kind, e.role, e.rule, e.source, e.location, e.line, e.message, e.node, e.gpu, e.code, e.rank,
-       CASE WHEN e.time_exact THEN e.occurred_at END, e.outcome, e.action, e.severity, e.fields
-FROM attribution.job_events je
-JOIN attribution.events e ON e.id = je.event_id AND e.occurred_at = je.event_time
-WHERE je.job_ref = :job_ref
-ORDER BY e.occurred_at, e.id"""
 
 
 def week_range(weeks: int, until: datetime | None = None) -> tuple[datetime, datetime]:
@@ -188,5 +182,5 @@ def stored_job(engine: Engine, cluster: str, job_id: str, start: datetime | None
             when = f" started {start.isoformat()}" if start else ""
             raise InputError(f"{cluster}/{job_id}", f"no job{when} with a verdict in the store")
         job_ref, _, document = found[0]
-        events = [event_from_row(r) for r in conn.execute(text(JOB_EVENTS), {"job_ref": job_ref})]
+        events = [event_from_row(r) for r in job_event_rows(conn, job_id, job_ref, EVENT_ROW)]
     return StoredJob(document=dict(document), events=events, starts=tuple(r[1] for r in found))

@@ -6,11 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import timedelta, timezone
+from typing import Callable
 
 from sqlalchemy import Connection, text
 
 from attribution.model import INFRASTRUCTURE_OUTCOMES, ExecutionContext, Verdict
 from attribution.store.jobs import JobRef
+from attribution.store.links import job_event_rows
 
 UTC = timezone.utc
 
@@ -21,6 +23,7 @@ class JobVerdicts:
     conn: Connection
     ctx: ExecutionContext
     job: JobRef
+    _key: Callable[..., dict]
 
     def save_verdict(self, verdict: Verdict, document: dict) -> tuple[int, bool]:
         """Add the verdict unless it is the same as the current one. Returns (current verdict id, changed)."""
@@ -28,19 +31,20 @@ class JobVerdicts:
         cur = self.conn.execute(text(
             "SELECT v.id, v.input_digest, v.outcome, v.root_node, v.root_gpu, v.root_kind, v.root_code, "
             "coalesce(v.root_time, j.end_time, j.start_time) FROM attribution.jobs j JOIN attribution.verdicts v "
-            "ON v.id = j.current_verdict_id WHERE j.id = :job"), {"job": self.job.id}).first()
+            "ON v.job_id = j.job_id AND v.id = j.current_verdict_id WHERE j.job_id = :jid AND j.id = :id"),
+            self._key()).first()
         if cur is not None and cur[1] == digest:
             return cur[0], False
         root = verdict.root_cause
         ids = self._event_ids()
         root_id = ids.get((root.rule, root.location, root.kind, root.line)) if root else None
         vid = self.conn.execute(text(
-            "INSERT INTO attribution.verdicts (job_ref, outcome, confidence, action, root_event_id, root_kind, "
-            "root_code, root_node, root_gpu, root_time, culprit_nodes, culprit_evidence, explanation, rules_version, "
-            "input_digest, document) VALUES (:job, :o, :conf, :a, :rid, :rk, :rc, :rn, :rg, :rt, :cul, :cev, :ex, "
-            ":rv, :dg, "
-            "CAST(:doc AS jsonb)) RETURNING id"),
-            {"job": self.job.id, "o": verdict.outcome, "conf": verdict.confidence, "a": verdict.action,
+            "INSERT INTO attribution.verdicts (job_id, job_ref, outcome, confidence, action, root_event_id, "
+            "root_kind, root_code, root_node, root_gpu, root_time, culprit_nodes, culprit_evidence, explanation, "
+            "rules_version, input_digest, document) VALUES (:jid, :job, :o, :conf, :a, :rid, :rk, :rc, :rn, :rg, "
+            ":rt, :cul, :cev, :ex, :rv, :dg, CAST(:doc AS jsonb)) RETURNING id"),
+            {"jid": self.job.job_id, "job": self.job.id, "o": verdict.outcome, "conf": verdict.confidence,
+             "a": verdict.action,
              "rid": root_id, "rk": root.kind if root else None, "rc": root.code if root else None,
              "rn": root.node if root else None, "rg": root.gpu if root else None,
              "rt": root.time if root else None, "cul": [n for n, _ in verdict.culprits],
@@ -49,7 +53,7 @@ class JobVerdicts:
              "doc": json.dumps(document)}).scalar_one()
         self._save_roles(verdict, vid, ids)
         self.conn.execute(text("UPDATE attribution.jobs SET current_verdict_id = :v, updated_at = now() "
-                               "WHERE id = :job"), {"v": vid, "job": self.job.id})
+                               "WHERE job_id = :jid AND id = :id"), self._key(v=vid))
         old_key = _root_key(self.ctx.cluster, *cur[2:]) if cur is not None else None
         new_key = None
         if root is not None:
@@ -66,10 +70,7 @@ class JobVerdicts:
         return vid, True
 
     def _event_ids(self) -> dict[tuple, int]:
-        rows = self.conn.execute(text(
-            "SELECT e.id, e.rule, e.location, e.kind, e.line FROM attribution.job_events je "
-            "JOIN attribution.events e ON e.id = je.event_id AND e.occurred_at = je.event_time "
-            "WHERE je.job_ref = :job"), {"job": self.job.id}).all()
+        rows = job_event_rows(self.conn, self.job.job_id, self.job.id, "e.id, e.rule, e.location, e.kind, e.line")
         return {(r[1], r[2], r[3], r[4]): r[0] for r in rows}
 
     def _save_roles(self, verdict: Verdict, vid: int, ids: dict[tuple, int]) -> None:
@@ -89,10 +90,10 @@ class JobVerdicts:
             if i is None:
                 continue
             roles.setdefault(i, "symptom")
-            sym_rows.append((vid, i, s.explained_by))
+            sym_rows.append((self.job.job_id, vid, i, s.explained_by))
         if sym_rows:
             raw = self.conn.connection.driver_connection
-            with raw.cursor().copy("COPY attribution.verdict_symptoms (verdict_id, event_id, explained_by) "
+            with raw.cursor().copy("COPY attribution.verdict_symptoms (job_id, verdict_id, event_id, explained_by) "
                                    "FROM STDIN") as cp:
                 for r in sorted(set(sym_rows)):
                     cp.write_row(r)
@@ -103,9 +104,10 @@ class JobVerdicts:
             "  SELECT l.event_id, coalesce(r.role, 'unattributed') AS role FROM attribution.job_events l"
             "  LEFT JOIN (SELECT unnest(CAST(:ids AS bigint[])) AS id, unnest(CAST(:roles AS text[])) AS role) r"
             "    ON r.id = l.event_id"
-            "  WHERE l.job_ref = :job) x "
-            "WHERE je.job_ref = :job AND je.event_id = x.event_id AND je.role_in_job IS DISTINCT FROM x.role"),
-            {"job": self.job.id, "ids": list(roles), "roles": list(roles.values())})
+            "  WHERE l.job_id = :jid AND l.job_ref = :id) x "
+            "WHERE je.job_id = :jid AND je.job_ref = :id AND je.event_id = x.event_id "
+            "AND je.role_in_job IS DISTINCT FROM x.role"),
+            self._key(ids=list(roles), roles=list(roles.values())))
 
 
 def _root_key(cluster: str, outcome, node, gpu, kind, code, when) -> tuple | None:

@@ -5,6 +5,8 @@ ingests of the same job (64 node epilogs at once) queue up instead of racing, an
 the job from everything stored so far. Events go in through COPY into a temporary table and one
 `INSERT ... ON CONFLICT DO NOTHING`, in fingerprint order (a fixed lock order: no deadlocks between jobs that
 share kernel lines). The parts: `jobs` (the row, the locks), `events` (events and rollups), `verdicts`.
+Every statement about one job names its `job_id`, every one about events their `node_key` (links.py): on Citus
+each is routed to the shards it needs.
 """
 
 from __future__ import annotations
@@ -27,22 +29,23 @@ class JobSession(JobRow, JobEvents, JobVerdicts):
     """Everything stored about one job, inside one transaction that holds the job's advisory lock."""
 
     def set_coverage(self, coverage: Iterable[Coverage]) -> None:
-        rows = [{"job": self.job.id, "source": c.source, "node": c.node or "", "file": c.file or "",
+        rows = [{"jid": self.job.job_id, "job": self.job.id, "source": c.source, "node": c.node or "", "file": c.file or "",
                  "status": c.status, "lines": c.lines, "reason": c.reason, "notes": list(c.notes)}
                 for c in coverage]
         if not rows:
             return
         rows.sort(key=lambda r: (r["source"], r["node"], r["file"]))
         self.conn.execute(text(
-            "INSERT INTO attribution.coverage (job_ref, source, node_key, file_key, status, lines, reason, notes) "
-            "VALUES (:job, :source, :node, :file, :status, :lines, :reason, :notes) "
-            "ON CONFLICT (job_ref, source, node_key, file_key) DO UPDATE SET status = excluded.status, "
-            "lines = excluded.lines, reason = excluded.reason, notes = excluded.notes, reported_at = now()"), rows)
+            "INSERT INTO attribution.coverage (job_id, job_ref, source, node_key, file_key, status, lines, reason, "
+            "notes) VALUES (:jid, :job, :source, :node, :file, :status, :lines, :reason, :notes) "
+            "ON CONFLICT (job_id, job_ref, source, node_key, file_key) DO UPDATE SET status = excluded.status, "
+            "lines = excluded.lines, reason = excluded.reason, notes = excluded.notes, "
+            "reported_at = excluded.reported_at"), rows)
 
     def coverage(self) -> list[Coverage]:
         rows = self.conn.execute(text(
             "SELECT source, node_key, status, lines, reason, file_key, notes FROM attribution.coverage "
-            "WHERE job_ref = :job"), {"job": self.job.id}).all()
+            "WHERE job_id = :jid AND job_ref = :id"), self._key()).all()
         return [Coverage(source=r[0], node=r[1] or None, status=r[2], lines=int(r[3]), reason=r[4], file=r[5] or None,
                          notes=tuple(r[6] or ())) for r in rows]
 

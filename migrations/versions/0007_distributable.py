@@ -1,0 +1,189 @@
+"""Distributable: every table keyed so that Citus can shard it and one big cluster spreads over all workers.
+
+Two co-location groups (docs/store.md, "Past one server"):
+- per job, distributed by `job_id` (the Slurm job id; the (cluster, job id) of every ingest routes its statements
+  to one shard): jobs, verdicts, verdict_symptoms, job_events, coverage. Their keys and foreign keys gain job_id.
+- per node, distributed by the node: events (by `node_key`: the node, or for a line of a job's output without a
+  node `<cluster>/<job id>`, else the cluster), event_jobs (new: the job links stored beside the event, which the
+  fleet views and the drain policy count), fault_weeks, fault_series, failed_roots, drain_actions (by `node`).
+- small and read everywhere (reference tables): rule_packs, drain_policies, drain_conditions, node_resumes.
+
+The link from job_events to events is no foreign key any more (the two sides are in different groups, and that
+key is what made DETACH PARTITION of an events month fail): retention deletes a month's links itself
+(attribution.store.retention). Readers get SELECT on the tables the views read (on Citus a view runs on the
+shards as the reader, so SELECT on the views alone is refused there).
+
+Revision ID: 0007_distributable
+Revises: 0005
+Create Date: 2026-12-01
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import op
+
+revision = "0007_distributable"
+down_revision = "0005"
+branch_labels = None
+depends_on = None
+
+S = "attribution"
+SQL = Path(__file__).resolve().parent.parent / "sql"
+VIEWS = ("drain_candidates", "recurring_faults", "node_faults_weekly", "fault_events", "job_verdicts")
+#: The tables the public views read: a reader may SELECT them (Citus runs a view's shard queries as the reader).
+VIEW_TABLES = ("jobs", "verdicts", "events", "event_jobs", "fault_weeks", "fault_series", "failed_roots",
+               "drain_policies", "drain_conditions", "node_resumes")
+
+
+def _view(folder: str, name: str) -> str:
+    for d in sorted((p for p in SQL.iterdir() if p.name <= folder), reverse=True):
+        for p in sorted(d.glob("*.sql")):
+            text = p.read_text()
+            if f"VIEW attribution.{name} " in text:
+                return text
+    raise FileNotFoundError(f"{folder}: no definition of {name}")
+
+
+def _if_role(role: str, sql: str) -> str:
+    return (f"DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN {sql}; END IF; "
+            f"END $$")
+
+
+UPGRADE = f"""
+-- per-job group: job_id in every key
+ALTER TABLE {S}.job_events DROP CONSTRAINT fk_job_events_job_ref_jobs;
+ALTER TABLE {S}.job_events DROP CONSTRAINT fk_job_events_event_id_event_time_events;
+ALTER TABLE {S}.verdicts DROP CONSTRAINT fk_verdicts_job_ref_jobs;
+ALTER TABLE {S}.coverage DROP CONSTRAINT fk_coverage_job_ref_jobs;
+ALTER TABLE {S}.verdict_symptoms DROP CONSTRAINT fk_verdict_symptoms_verdict_id_verdicts;
+ALTER TABLE {S}.jobs DROP CONSTRAINT pk_jobs, ADD CONSTRAINT pk_jobs PRIMARY KEY (job_id, id);
+
+ALTER TABLE {S}.verdicts ADD COLUMN job_id text;
+UPDATE {S}.verdicts v SET job_id = j.job_id FROM {S}.jobs j WHERE j.id = v.job_ref;
+ALTER TABLE {S}.verdicts ALTER COLUMN job_id SET NOT NULL,
+  DROP CONSTRAINT pk_verdicts, ADD CONSTRAINT pk_verdicts PRIMARY KEY (job_id, id),
+  ADD CONSTRAINT fk_verdicts_job_id_job_ref_jobs FOREIGN KEY (job_id, job_ref) REFERENCES {S}.jobs (job_id, id)
+    ON DELETE CASCADE;
+DROP INDEX {S}.ix_verdicts_job_ref_id;
+CREATE INDEX ix_verdicts_job_id_job_ref_id ON {S}.verdicts (job_id, job_ref, id);
+
+ALTER TABLE {S}.verdict_symptoms ADD COLUMN job_id text;
+UPDATE {S}.verdict_symptoms s SET job_id = v.job_id FROM {S}.verdicts v WHERE v.id = s.verdict_id;
+ALTER TABLE {S}.verdict_symptoms ALTER COLUMN job_id SET NOT NULL,
+  DROP CONSTRAINT pk_verdict_symptoms, ADD CONSTRAINT pk_verdict_symptoms PRIMARY KEY (job_id, verdict_id, event_id),
+  ADD CONSTRAINT fk_verdict_symptoms_job_id_verdict_id_verdicts FOREIGN KEY (job_id, verdict_id)
+    REFERENCES {S}.verdicts (job_id, id) ON DELETE CASCADE;
+
+ALTER TABLE {S}.coverage ADD COLUMN job_id text;
+UPDATE {S}.coverage c SET job_id = j.job_id FROM {S}.jobs j WHERE j.id = c.job_ref;
+ALTER TABLE {S}.coverage ALTER COLUMN job_id SET NOT NULL,
+  DROP CONSTRAINT pk_coverage, ADD CONSTRAINT pk_coverage PRIMARY KEY (job_id, job_ref, source, node_key, file_key),
+  ADD CONSTRAINT fk_coverage_job_id_job_ref_jobs FOREIGN KEY (job_id, job_ref) REFERENCES {S}.jobs (job_id, id)
+    ON DELETE CASCADE;
+
+-- per-node group: events by node_key
+ALTER TABLE {S}.events ADD COLUMN node_key text;
+UPDATE {S}.events e SET node_key = coalesce(e.node,
+    CASE WHEN e.source IN ('job', 'scheduler') THEN
+      (SELECT j.cluster || '/' || j.job_id FROM {S}.job_events je JOIN {S}.jobs j ON j.id = je.job_ref
+       WHERE je.event_id = e.id ORDER BY je.job_ref LIMIT 1) END,
+    e.cluster);
+ALTER TABLE {S}.events ALTER COLUMN node_key SET NOT NULL,
+  DROP CONSTRAINT uq_events_fingerprint_occurred_at,
+  ADD CONSTRAINT uq_events_node_key_fingerprint_occurred_at UNIQUE (node_key, fingerprint, occurred_at),
+  DROP CONSTRAINT pk_events, ADD CONSTRAINT pk_events PRIMARY KEY (node_key, id, occurred_at);
+
+ALTER TABLE {S}.job_events ADD COLUMN job_id text, ADD COLUMN node_key text;
+UPDATE {S}.job_events je SET job_id = j.job_id FROM {S}.jobs j WHERE j.id = je.job_ref;
+UPDATE {S}.job_events je SET node_key = e.node_key FROM {S}.events e
+  WHERE e.id = je.event_id AND e.occurred_at = je.event_time;
+DELETE FROM {S}.job_events WHERE node_key IS NULL OR job_id IS NULL;
+ALTER TABLE {S}.job_events ALTER COLUMN job_id SET NOT NULL, ALTER COLUMN node_key SET NOT NULL,
+  DROP CONSTRAINT pk_job_events, ADD CONSTRAINT pk_job_events PRIMARY KEY (job_id, job_ref, event_id),
+  ADD CONSTRAINT fk_job_events_job_id_job_ref_jobs FOREIGN KEY (job_id, job_ref) REFERENCES {S}.jobs (job_id, id)
+    ON DELETE CASCADE;
+DROP INDEX {S}.ix_job_events_event_id;
+CREATE INDEX ix_job_events_event_time ON {S}.job_events (event_time);
+
+CREATE TABLE {S}.event_jobs (
+  node_key text NOT NULL,
+  event_id bigint NOT NULL,
+  event_time timestamptz NOT NULL,
+  job_id text NOT NULL,
+  job_ref bigint NOT NULL,
+  CONSTRAINT pk_event_jobs PRIMARY KEY (node_key, event_id, job_ref)
+);
+CREATE INDEX ix_event_jobs_event_time ON {S}.event_jobs (event_time);
+INSERT INTO {S}.event_jobs (node_key, event_id, event_time, job_id, job_ref)
+  SELECT node_key, event_id, event_time, job_id, job_ref FROM {S}.job_events;
+
+ALTER TABLE {S}.drain_actions DROP CONSTRAINT pk_drain_actions,
+  ADD CONSTRAINT pk_drain_actions PRIMARY KEY (node, id);
+"""
+
+DOWNGRADE = f"""
+ALTER TABLE {S}.drain_actions DROP CONSTRAINT pk_drain_actions, ADD CONSTRAINT pk_drain_actions PRIMARY KEY (id);
+DROP TABLE {S}.event_jobs;
+DROP INDEX {S}.ix_job_events_event_time;
+CREATE INDEX ix_job_events_event_id ON {S}.job_events (event_id);
+ALTER TABLE {S}.job_events DROP CONSTRAINT fk_job_events_job_id_job_ref_jobs,
+  DROP CONSTRAINT pk_job_events, ADD CONSTRAINT pk_job_events PRIMARY KEY (job_ref, event_id),
+  DROP COLUMN job_id, DROP COLUMN node_key;
+ALTER TABLE {S}.events DROP CONSTRAINT uq_events_node_key_fingerprint_occurred_at,
+  ADD CONSTRAINT uq_events_fingerprint_occurred_at UNIQUE (fingerprint, occurred_at),
+  DROP CONSTRAINT pk_events, ADD CONSTRAINT pk_events PRIMARY KEY (id, occurred_at),
+  DROP COLUMN node_key;
+ALTER TABLE {S}.coverage DROP CONSTRAINT fk_coverage_job_id_job_ref_jobs,
+  DROP CONSTRAINT pk_coverage, ADD CONSTRAINT pk_coverage PRIMARY KEY (job_ref, source, node_key, file_key),
+  DROP COLUMN job_id;
+ALTER TABLE {S}.verdict_symptoms DROP CONSTRAINT fk_verdict_symptoms_job_id_verdict_id_verdicts,
+  DROP CONSTRAINT pk_verdict_symptoms, ADD CONSTRAINT pk_verdict_symptoms PRIMARY KEY (verdict_id, event_id),
+  DROP COLUMN job_id;
+DROP INDEX {S}.ix_verdicts_job_id_job_ref_id;
+CREATE INDEX ix_verdicts_job_ref_id ON {S}.verdicts (job_ref, id);
+ALTER TABLE {S}.verdicts DROP CONSTRAINT fk_verdicts_job_id_job_ref_jobs,
+  DROP CONSTRAINT pk_verdicts, ADD CONSTRAINT pk_verdicts PRIMARY KEY (id), DROP COLUMN job_id;
+ALTER TABLE {S}.jobs DROP CONSTRAINT pk_jobs, ADD CONSTRAINT pk_jobs PRIMARY KEY (id);
+ALTER TABLE {S}.verdict_symptoms ADD CONSTRAINT fk_verdict_symptoms_verdict_id_verdicts FOREIGN KEY (verdict_id)
+  REFERENCES {S}.verdicts (id) ON DELETE CASCADE;
+ALTER TABLE {S}.coverage ADD CONSTRAINT fk_coverage_job_ref_jobs FOREIGN KEY (job_ref)
+  REFERENCES {S}.jobs (id) ON DELETE CASCADE;
+ALTER TABLE {S}.verdicts ADD CONSTRAINT fk_verdicts_job_ref_jobs FOREIGN KEY (job_ref)
+  REFERENCES {S}.jobs (id) ON DELETE CASCADE;
+ALTER TABLE {S}.job_events ADD CONSTRAINT fk_job_events_event_id_event_time_events FOREIGN KEY (event_id, event_time)
+  REFERENCES {S}.events (id, occurred_at) ON DELETE CASCADE;
+ALTER TABLE {S}.job_events ADD CONSTRAINT fk_job_events_job_ref_jobs FOREIGN KEY (job_ref)
+  REFERENCES {S}.jobs (id) ON DELETE CASCADE;
+"""
+
+
+def _grants(upgrade: bool) -> None:
+    if upgrade:
+        op.execute(_if_role("attribution_writer", f"GRANT SELECT, INSERT, UPDATE ON {S}.event_jobs TO attribution_writer"))
+        tables = ", ".join(f"{S}.{t}" for t in VIEW_TABLES)
+        op.execute(_if_role("attribution_reader", f"GRANT SELECT ON {tables} TO attribution_reader"))
+    else:
+        tables = ", ".join(f"{S}.{t}" for t in VIEW_TABLES if t != "event_jobs")
+        op.execute(_if_role("attribution_reader", f"REVOKE SELECT ON {tables} FROM attribution_reader"))
+    views = ", ".join(f"{S}.{v}" for v in VIEWS)
+    op.execute(_if_role("attribution_reader", f"GRANT SELECT ON {views} TO attribution_reader"))
+
+
+def upgrade() -> None:
+    for name in VIEWS:
+        op.execute(f"DROP VIEW {S}.{name}")
+    op.execute(UPGRADE)
+    for name in reversed(VIEWS):
+        op.execute(_view("0007", name))
+    _grants(True)
+
+
+def downgrade() -> None:
+    for name in VIEWS:
+        op.execute(f"DROP VIEW {S}.{name}")
+    op.execute(DOWNGRADE)
+    for name in reversed(VIEWS):
+        op.execute(_view("0005", name))
+    _grants(False)
