@@ -92,6 +92,18 @@ def db_status(ctx: click.Context) -> None:
                        f"{size['raw_bytes'] / 1e6:.1f} MB ({size['stored_bytes'] / 1e6:.1f} MB compressed)")
 
 
+@db.command("distribute")
+@click.pass_context
+def db_distribute(ctx: click.Context) -> None:
+    """Shard the store over a Citus cluster (run on the coordinator after `db upgrade`; safe to run again).
+    Refuses a server without Citus."""
+    from ..store.distribute import distribute
+
+    with open_store(ctx, auto_migrate=False) as engine:
+        n = distribute(engine, click.echo)
+    click.echo(f"{n} table(s) distributed now; the design is in docs/store.md")
+
+
 @db.command("start")
 @click.pass_context
 def db_start(ctx: click.Context) -> None:

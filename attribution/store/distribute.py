@@ -1,0 +1,72 @@
+"""Citus: shard the store over workers (`attribution db distribute`), idempotently.
+
+The design is models.DISTRIBUTION (docs/store.md, "Past one server"): reference tables first, then each
+co-location group's anchor (jobs, events) and the tables co-located with it. A table already distributed is
+left alone, so the command may run again after a migration adds a table. Each call runs in its own transaction.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, Engine, text
+
+from ..errors import ConfigError, StoreError
+from .models import DISTRIBUTION, SCHEMA
+
+
+def citus_version(conn: Connection) -> str | None:
+    return conn.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'citus'")).scalar()
+
+
+def plan() -> list[tuple[str, str, str | None, str | None]]:
+    """(table, 'reference' | 'distributed', column, colocate_with) in the order the calls must run: reference
+    tables (foreign keys point at them), then anchors before the tables co-located with them."""
+    refs = [(t, "reference", None, None) for t, d in DISTRIBUTION.items() if d is None]
+    # drain_conditions references drain_policies
+    refs.sort(key=lambda r: (r[0] == "drain_conditions", r[0]))
+    anchors = [(t, "distributed", d[0], None) for t, d in DISTRIBUTION.items() if d is not None and d[1] is None]
+    members = [(t, "distributed", d[0], d[1]) for t, d in DISTRIBUTION.items() if d is not None and d[1] is not None]
+    # a member whose foreign key points at another member comes after it (verdict_symptoms after verdicts)
+    members.sort(key=lambda r: r[0] == "verdict_symptoms")
+    return refs + anchors + members
+
+
+def _state(conn: Connection, table: str) -> str | None:
+    """'reference', 'distributed' or None (a local table) for an attribution table."""
+    row = conn.execute(text(
+        "SELECT partmethod FROM pg_dist_partition WHERE logicalrelid = CAST(:t AS regclass)"),
+        {"t": f"{SCHEMA}.{table}"}).scalar()
+    if row is None:
+        return None
+    return "reference" if row == "n" else "distributed"
+
+
+def distribute(engine: Engine, echo=lambda line: None) -> int:
+    """Run the Citus calls that are not done yet; returns how many ran. Raises ConfigError on a server without
+    Citus (nothing is changed)."""
+    with engine.connect() as conn:
+        if citus_version(conn) is None:
+            raise ConfigError(f"{engine.url.render_as_string(hide_password=True)}: no Citus extension on this "
+                              f"server (CREATE EXTENSION citus on the coordinator and every worker first)")
+    done = 0
+    for table, kind, column, colocate in plan():
+        with engine.begin() as conn:
+            state = _state(conn, table)
+            if state == kind:
+                echo(f"{table:<18} already {kind}")
+                continue
+            if state is not None:
+                raise StoreError(f"{SCHEMA}.{table} is a {state} table; the design makes it {kind}")
+            qualified = f"{SCHEMA}.{table}"
+            if kind == "reference":
+                conn.execute(text("SELECT create_reference_table(CAST(:t AS regclass))"), {"t": qualified})
+                echo(f"{table:<18} reference table")
+            else:
+                conn.execute(text("SELECT create_distributed_table(CAST(:t AS regclass), :c, "
+                                  "colocate_with => :w)"),
+                             {"t": qualified, "c": column, "w": f"{SCHEMA}.{colocate}" if colocate else "none"})
+                echo(f"{table:<18} distributed by {column}" + (f", co-located with {colocate}" if colocate else ""))
+            done += 1
+    return done
+
+
+__all__ = ["citus_version", "plan", "distribute"]
