@@ -64,7 +64,7 @@ def fill(engine: Engine, start_index: int, count: int, events_per_job: int = EVE
             WITH ins AS (
             INSERT INTO attribution.events (occurred_at, fingerprint, cluster, node, source, kind, role, code, gpu,
                                             rank, time_exact, outcome, action, severity, rule, location, message,
-                                            line)
+                                            line, node_key)
             SELECT t, decode(md5(i::text), 'hex'), 'fleet', 'n' || lpad(node::text, 5, '0'),
                    CASE WHEN cls = 2 THEN 'job' ELSE 'kernel' END,
                    CASE WHEN cls = 2 THEN 'nccl_error' WHEN cls = 1 THEN 'gpu_row_remap_pending'
@@ -75,7 +75,8 @@ def fill(engine: Engine, start_index: int, count: int, events_per_job: int = EVE
                         || '\\:00' END,
                    NULL, true,
                    CASE WHEN cls <> 0 THEN NULL ELSE ({CAUSE_OUTCOMES})[1 + (i / 7) % 5] END,
-                   NULL, 'error', 'bench.generated', 'bench\\:' || i, 'generated event ' || i, 'generated event ' || i
+                   NULL, 'error', 'bench.generated', 'bench\\:' || i, 'generated event ' || i, 'generated event ' || i,
+                   'n' || lpad(node::text, 5, '0')
             FROM (
               SELECT i, cls,
                      now() - make_interval(secs => (i / {per_job}) * {slot} + ((i / {per_job}) * 2654435761) % {slot}
@@ -89,29 +90,37 @@ def fill(engine: Engine, start_index: int, count: int, events_per_job: int = EVE
                                          WHEN :xe > 0 AND i % :xe = 1 THEN 1 ELSE 2 END AS cls
                           FROM generate_series(CAST(:lo AS bigint), CAST(:hi AS bigint)) i) ci) gi
             ) e
-            RETURNING id, occurred_at, role, split_part(location, '\\:', 2)::bigint / {per_job} AS job_no
-            )
-            INSERT INTO attribution.job_events (job_ref, event_id, event_time, role_in_job)
-            SELECT j.id, ins.id, ins.occurred_at, 'cause'
+            RETURNING node_key, id, occurred_at, role,
+                      split_part(location, '\\:', 2)::bigint / {per_job} AS job_no
+            ), links AS (
+            INSERT INTO attribution.job_events (job_id, job_ref, node_key, event_id, event_time, role_in_job)
+            SELECT j.job_id, j.id, ins.node_key, ins.id, ins.occurred_at, 'cause'
             FROM ins JOIN attribution.jobs j ON j.cluster = 'fleet' AND j.job_id = ins.job_no::text
-            WHERE ins.role = 'cause'"""), {"lo": lo, "hi": hi, "ce": cause_every, "xe": context_every})
+            WHERE ins.role = 'cause'
+            RETURNING job_id, job_ref, node_key, event_id, event_time
+            )
+            INSERT INTO attribution.event_jobs (node_key, event_id, event_time, job_id, job_ref)
+            SELECT node_key, event_id, event_time, job_id, job_ref FROM links"""),
+            {"lo": lo, "hi": hi, "ce": cause_every, "xe": context_every})
         c.execute(text("""
-            WITH roots AS (
-              SELECT DISTINCT ON (je.job_ref) je.job_ref, e.*
-              FROM attribution.job_events je JOIN attribution.events e
-                ON e.id = je.event_id AND e.occurred_at = je.event_time
-              JOIN attribution.jobs j ON j.id = je.job_ref
+            WITH links AS MATERIALIZED (
+              SELECT ej.job_id, ej.job_ref, e.id, e.kind, e.code, e.node, e.gpu, e.occurred_at, e.outcome
+              FROM attribution.event_jobs ej JOIN attribution.events e
+                ON e.node_key = ej.node_key AND e.id = ej.event_id AND e.occurred_at = ej.event_time
+            ), fresh AS MATERIALIZED (
+              SELECT l.* FROM links l JOIN attribution.jobs j ON j.job_id = l.job_id AND j.id = l.job_ref
               WHERE j.current_verdict_id IS NULL
-              ORDER BY je.job_ref, e.occurred_at
+            ), roots AS MATERIALIZED (
+              SELECT DISTINCT ON (job_ref) * FROM fresh ORDER BY job_ref, occurred_at
             ), v AS (
-              INSERT INTO attribution.verdicts (job_ref, outcome, confidence, action, root_event_id, root_kind,
+              INSERT INTO attribution.verdicts (job_id, job_ref, outcome, confidence, action, root_event_id, root_kind,
                                                 root_code, root_node, root_gpu, root_time, culprit_nodes,
                                                 explanation, rules_version, input_digest, document)
-              SELECT job_ref, outcome, 'high', 'drain_node', id, kind, code, node, gpu, occurred_at, ARRAY[node],
+              SELECT job_id, job_ref, outcome, 'high', 'drain_node', id, kind, code, node, gpu, occurred_at, ARRAY[node],
                      'generated', 'bench', md5(job_ref::text), '{}'::jsonb
-              FROM roots RETURNING id, job_ref
+              FROM roots RETURNING id, job_id, job_ref
             )
-            UPDATE attribution.jobs j SET current_verdict_id = v.id FROM v WHERE j.id = v.job_ref"""))
+            UPDATE attribution.jobs j SET current_verdict_id = v.id FROM v WHERE j.job_id = v.job_id AND j.id = v.job_ref"""))
         rebuild_rollups(c)
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
         c.execute(text("VACUUM ANALYZE"))
@@ -141,7 +150,7 @@ def rebuild_rollups(c) -> None:
         INSERT INTO attribution.failed_roots (cluster, node, gpu_key, kind, code_key, week, jobs)
         SELECT j.cluster, v.root_node, coalesce(v.root_gpu, ''), v.root_kind, coalesce(v.root_code, -1),
                (date_trunc('week', coalesce(v.root_time, j.end_time) AT TIME ZONE 'UTC'))::date, count(*)
-        FROM attribution.jobs j JOIN attribution.verdicts v ON v.id = j.current_verdict_id
+        FROM attribution.jobs j JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id
         WHERE v.root_node IS NOT NULL AND v.outcome IN {INFRA}
         GROUP BY 1, 2, 3, 4, 5, 6"""))
 

@@ -1,0 +1,251 @@
+"""The rules Citus needs, checked on plain PostgreSQL so that they cannot regress (docs/store.md, "Past one server").
+
+The catalog: every table is in models.DISTRIBUTION; every primary key, unique constraint and unique index of a
+distributed table includes its distribution column; a foreign key between distributed tables stays inside one
+co-location group and includes the distribution column on both sides; nothing references a distributed table
+from a reference table. The SQL: no volatile or stable function in an upsert's DO UPDATE (Citus refuses it);
+every statement of one job's ingest and verdict that reads or changes a per-job table names the job's `job_id`,
+and one that changes a per-node table names the node; no view or example query has a correlated subquery (a
+SubPlan in its plan) that reads a distributed table. The statements are the ones the product really runs: they are
+recorded from a real ingest, attribution, drain and report run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+
+import pytest
+from sqlalchemy import event, text
+
+from attribution.fleetgen import history, write_bundle
+from attribution.pipeline import ingest_bundle
+from attribution.store import drain as store_drain
+from attribution.store import reads, reports
+from attribution.store.distribute import plan
+from attribution.store.models import DISTRIBUTION
+
+from .conftest import INCIDENTS, ROOT, bundles
+
+S = "attribution"
+PER_JOB = {t for t, d in DISTRIBUTION.items() if d is not None and d[0] == "job_id"}
+PER_NODE = {t for t, d in DISTRIBUTION.items() if d is not None and d[0] != "job_id"}
+DISTRIBUTED = PER_JOB | PER_NODE
+
+
+def _group(table: str) -> str:
+    d = DISTRIBUTION[table]
+    return d[1] or table
+
+
+def _tables(conn) -> set[str]:
+    return set(conn.execute(text(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = :s AND c.relkind IN ('r', 'p') AND NOT c.relispartition "
+        "AND c.relname <> 'alembic_version'"), {"s": S}).scalars())
+
+
+def test_every_table_has_a_place_in_the_design(store):
+    with store.connect() as c:
+        assert _tables(c) == set(DISTRIBUTION)
+    # the Citus calls cover every table once, anchors before their members
+    order = [t for t, *_ in plan()]
+    assert sorted(order) == sorted(DISTRIBUTION)
+    for t, kind, col, colocate in plan():
+        if colocate:
+            assert order.index(colocate) < order.index(t)
+
+
+def test_unique_keys_include_the_distribution_column(store):
+    with store.connect() as c:
+        rows = c.execute(text(
+            "SELECT t.relname, i.relname, ARRAY(SELECT a.attname FROM unnest(x.indkey) k "
+            "  JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k) "
+            "FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid JOIN pg_class i ON i.oid = x.indexrelid "
+            "JOIN pg_namespace n ON n.oid = t.relnamespace "
+            "WHERE n.nspname = :s AND x.indisunique AND NOT t.relispartition"), {"s": S}).all()
+        nulls = c.execute(text(
+            "SELECT c.relname, a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = :s AND NOT a.attnotnull "
+            "AND a.attnum > 0"), {"s": S}).all()
+    checked = set()
+    for table, index, columns in rows:
+        if table not in DISTRIBUTED:
+            continue
+        column = DISTRIBUTION[table][0]
+        assert column in columns, f"{table}: unique index {index} {columns} lacks the distribution column {column}"
+        checked.add(table)
+    assert checked == DISTRIBUTED, "every distributed table has a primary key"
+    nullable = {(t, a) for t, a in nulls}
+    for table in DISTRIBUTED:
+        assert (table, DISTRIBUTION[table][0]) not in nullable, f"{table}: the distribution column may be NULL"
+
+
+def test_foreign_keys_stay_inside_a_colocation_group(store):
+    with store.connect() as c:
+        rows = c.execute(text(
+            "SELECT f.conname, s.relname, d.relname, "
+            "  ARRAY(SELECT a.attname FROM unnest(f.conkey) k JOIN pg_attribute a ON a.attrelid = f.conrelid "
+            "        AND a.attnum = k), "
+            "  ARRAY(SELECT a.attname FROM unnest(f.confkey) k JOIN pg_attribute a ON a.attrelid = f.confrelid "
+            "        AND a.attnum = k) "
+            "FROM pg_constraint f JOIN pg_class s ON s.oid = f.conrelid JOIN pg_class d ON d.oid = f.confrelid "
+            "JOIN pg_namespace n ON n.oid = s.relnamespace "
+            "WHERE n.nspname = :s AND f.contype = 'f' AND NOT s.relispartition"), {"s": S}).all()
+    assert rows, "the schema has foreign keys to check"
+    for name, src, dst, cols, ref_cols in rows:
+        if src not in DISTRIBUTED:
+            assert dst not in DISTRIBUTED, f"{name}: reference table {src} references distributed {dst}"
+            continue
+        if dst not in DISTRIBUTED:
+            continue  # a distributed table may reference a reference table
+        assert _group(src) == _group(dst), f"{name}: {src} and {dst} are in different co-location groups"
+        col, ref_col = DISTRIBUTION[src][0], DISTRIBUTION[dst][0]
+        assert col in cols and ref_col in ref_cols and cols.index(col) == ref_cols.index(ref_col), \
+            f"{name}: {cols} -> {dst} {ref_cols} does not match the distribution columns"
+
+
+# -- the SQL the product runs --------------------------------------------------------------------------------
+
+
+class Recorder:
+    def __init__(self, engine) -> None:
+        self.phase = "setup"
+        self.statements: list[tuple[str, str]] = []
+        event.listen(engine, "before_cursor_execute", self._on)
+
+    def _on(self, conn, cursor, statement, parameters, context, executemany) -> None:
+        self.statements.append((self.phase, " ".join(statement.split())))
+
+
+@pytest.fixture(scope="module")
+def recorded(pg_server, pg_template, ruleset, tmp_path_factory):
+    """The statements of a real run: ingest and attribution (phase "job"), then drain and reads ("fleet")."""
+    import uuid
+
+    from sqlalchemy.engine import make_url
+
+    from attribution.config import Settings
+    from attribution.drain import load_policy
+    from attribution.store.db import Target, make_engine
+
+    pg_server.ensure_up()
+    name = f"test_dist_{uuid.uuid4().hex[:10]}"
+    url = pg_server.create_database(name, template=pg_template)
+    engine = make_engine(Target(make_url(url), embedded=False), Settings(), pool_size=2)
+    rec = Recorder(engine)
+    tmp = tmp_path_factory.mktemp("dist")
+    try:
+        rec.phase = "job"
+        for b in bundles(INCIDENTS)[:6]:
+            ingest_bundle(ruleset, engine, b)
+        for j in history(weeks=3, end=datetime.now(timezone.utc))[:40]:
+            ingest_bundle(ruleset, engine, write_bundle(j, tmp))
+        with engine.connect() as c:
+            cluster, job_id = c.execute(text(
+                "SELECT cluster, job_id FROM attribution.job_verdicts WHERE verdict_id IS NOT NULL "
+                "ORDER BY cluster, job_id LIMIT 1")).one()
+        reports.stored_job(engine, cluster, job_id)
+        with engine.connect() as c:
+            reads.current_verdict(c, cluster, job_id)
+            reads.current_verdict(c, cluster, job_id, datetime.now(timezone.utc))
+        rec.phase = "fleet"
+        store_drain.load_policy(engine, load_policy(ruleset))
+        for cand in store_drain.candidates(engine):
+            store_drain.record_resume(engine, cand.cluster, cand.node, "test", "resumed by the test")
+        reports.fleet_data(engine)
+        with engine.connect() as c:
+            reads.node_events(c, "demo", "dgx017", datetime(2020, 1, 1, tzinfo=timezone.utc), None, 10)
+        yield engine, rec.statements
+    finally:
+        engine.dispose()
+        pg_server.drop_database(name)
+
+
+TABLE_REF = re.compile(r"\battribution\.(\w+)")
+
+
+def test_upserts_update_with_immutable_functions_only(recorded):
+    engine, statements = recorded
+    upserts = {s for _, s in statements if "DO UPDATE" in s.upper()}
+    assert len(upserts) >= 4, "the run exercised the upserts (rollups, coverage, failed roots, drain policy)"
+    with engine.connect() as c:
+        for s in upserts:
+            update = re.split(r"DO UPDATE SET", s, flags=re.I)[1]
+            update = re.split(r"\bRETURNING\b|\)\s*,\s*\w+ AS \(|\)\s*SELECT\b", update, flags=re.I)[0]
+            for fn in set(re.findall(r"\b([a-z_][a-z0-9_]*)\s*\(", update, flags=re.I)):
+                vol = c.execute(text("SELECT DISTINCT provolatile FROM pg_proc WHERE proname = lower(:f)"),
+                                {"f": fn}).scalars().all()
+                assert vol in ([], ["i"]), f"DO UPDATE calls {fn}() ({vol}), which Citus refuses: {s[:200]}"
+            assert not re.search(r"\b(current_timestamp|current_date|localtimestamp)\b", update, re.I), s[:200]
+
+
+def test_every_per_job_statement_names_the_job(recorded):
+    _, statements = recorded
+    job = [s for phase, s in statements if phase == "job"]
+    touching = [s for s in job if PER_JOB & set(TABLE_REF.findall(s))]
+    assert len(touching) > 50
+    for s in touching:
+        assert re.search(r"\bjob_id\b", s), f"a per-job statement without the job's job_id: {s[:200]}"
+        for m in re.finditer(r"\b(UPDATE|DELETE FROM)\s+attribution\.(\w+)", s, re.I):
+            if m.group(2) in PER_JOB:
+                assert re.search(r"WHERE .*\bjob_id = ", s[m.end():], re.I), f"not routed by job_id: {s[:200]}"
+
+
+def test_every_per_node_change_names_the_node(recorded):
+    _, statements = recorded
+    changes = [(m.group(2), s) for _, s in statements
+               for m in re.finditer(r"\b(UPDATE|DELETE FROM)\s+attribution\.(\w+)", s, re.I)]
+    node_changes = [(t, s) for t, s in changes if t in PER_NODE]
+    assert node_changes, "the run resumed a node (an UPDATE of its events)"
+    for table, s in node_changes:
+        col = DISTRIBUTION[table][0]
+        assert re.search(rf"WHERE .*\b{col} = ", s, re.I), f"{table}: not routed by {col}: {s[:200]}"
+
+
+def _subplans_reading(plan: dict, tables: set[str], inside: bool = False) -> list[str]:
+    found = []
+    inside = inside or plan.get("Parent Relationship") == "SubPlan"
+    rel = plan.get("Relation Name")
+    if inside and rel:
+        base = re.sub(r"_p\d{6}$", "", rel)
+        if base in tables:
+            found.append(base)
+    for child in plan.get("Plans", []):
+        found += _subplans_reading(child, tables, inside)
+    return found
+
+
+def _queries() -> dict[str, str]:
+    out = {f"view {v}": f"SELECT * FROM attribution.{v}" for v in
+           ("job_verdicts", "fault_events", "node_faults_weekly", "recurring_faults", "drain_candidates")}
+    for q in sorted((ROOT / "sql" / "queries").glob("*.sql")):
+        out[f"query {q.stem}"] = q.read_text()
+    dash = json.loads((ROOT / "sql" / "grafana" / "attribution-fleet.json").read_text())
+    for p in dash["panels"]:
+        for t in p.get("targets", []):
+            if t.get("rawSql"):
+                sql = re.sub(r"\$__timeFilter\(([^)]+)\)", r"\1 >= now() - interval '90 days'", t["rawSql"])
+                out[f"grafana {p['title']}"] = sql.replace("$cluster", "'demo'")
+    return out
+
+
+def test_no_correlated_subquery_reads_a_distributed_table(recorded):
+    engine, _ = recorded
+    with engine.connect() as c:
+        for name, sql in _queries().items():
+            plan_json = c.execute(text(f"EXPLAIN (FORMAT JSON) {sql}")).scalar()
+            doc = plan_json if isinstance(plan_json, list) else json.loads(plan_json)
+            bad = _subplans_reading(doc[0]["Plan"], DISTRIBUTED)
+            assert not bad, f"{name}: a correlated subquery reads {bad} (Citus cannot push it down)"
+
+
+def test_the_check_sees_a_correlated_subquery(recorded):
+    """The plan walk finds the pattern Citus refuses (the old fault_events view's job count)."""
+    engine, _ = recorded
+    with engine.connect() as c:
+        doc = c.execute(text(
+            "EXPLAIN (FORMAT JSON) SELECT e.id, (SELECT count(*) FROM attribution.job_events je "
+            "WHERE je.event_id = e.id) FROM attribution.events e")).scalar()
+    assert _subplans_reading(doc[0]["Plan"], DISTRIBUTED) == ["job_events"]
