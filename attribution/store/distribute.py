@@ -66,7 +66,40 @@ def distribute(engine: Engine, echo=lambda line: None) -> int:
                              {"t": qualified, "c": column, "w": f"{SCHEMA}.{colocate}" if colocate else "none"})
                 echo(f"{table:<18} distributed by {column}" + (f", co-located with {colocate}" if colocate else ""))
             done += 1
+    with engine.begin() as conn:
+        _regrant_views(conn)
     return done
+
+
+def _regrant_views(conn: Connection) -> None:
+    """Citus recreates the views over a table it converts through a foreign key (create_reference_table of
+    drain_policies converts drain_conditions too, and drain_candidates over both), without their grants: give
+    readers SELECT on every view and on the columns the views read again (what migration 0007 granted)."""
+    conn.execute(text(f"""
+        DO $$
+        DECLARE r record;
+        BEGIN
+          IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'attribution_reader') THEN
+            RETURN;
+          END IF;
+          FOR r IN SELECT viewname FROM pg_views WHERE schemaname = '{SCHEMA}' LOOP
+            EXECUTE format('GRANT SELECT ON {SCHEMA}.%I TO attribution_reader', r.viewname);
+          END LOOP;
+          FOR r IN
+            SELECT t.relname AS tbl, string_agg(DISTINCT quote_ident(a.attname), ', ') AS cols
+            FROM pg_depend d
+            JOIN pg_rewrite w ON w.oid = d.objid
+            JOIN pg_class v ON v.oid = w.ev_class AND v.relkind = 'v'
+            JOIN pg_namespace vn ON vn.oid = v.relnamespace AND vn.nspname = '{SCHEMA}'
+            JOIN pg_class t ON t.oid = d.refobjid AND t.relkind IN ('r', 'p')
+            JOIN pg_namespace tn ON tn.oid = t.relnamespace AND tn.nspname = '{SCHEMA}'
+            JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = d.refobjsubid
+            WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjsubid > 0
+            GROUP BY t.relname
+          LOOP
+            EXECUTE format('GRANT SELECT (%s) ON {SCHEMA}.%I TO attribution_reader', r.cols, r.tbl);
+          END LOOP;
+        END $$"""))
 
 
 __all__ = ["citus_version", "plan", "distribute"]

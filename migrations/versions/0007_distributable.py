@@ -10,7 +10,7 @@ Two co-location groups (docs/store.md, "Past one server"):
 
 The link from job_events to events is no foreign key any more (the two sides are in different groups, and that
 key is what made DETACH PARTITION of an events month fail): retention deletes a month's links itself
-(attribution.store.retention). Readers get SELECT on the tables the views read (on Citus a view runs on the
+(attribution.store.retention). Readers get SELECT on the columns the views read (on Citus a view runs on the
 shards as the reader, so SELECT on the views alone is refused there).
 
 Revision ID: 0007_distributable
@@ -32,7 +32,7 @@ depends_on = None
 S = "attribution"
 SQL = Path(__file__).resolve().parent.parent / "sql"
 VIEWS = ("drain_candidates", "recurring_faults", "node_faults_weekly", "fault_events", "job_verdicts")
-#: The tables the public views read: a reader may SELECT them (Citus runs a view's shard queries as the reader).
+#: The tables the public views read (a reader may SELECT the columns the views read of them).
 VIEW_TABLES = ("jobs", "verdicts", "events", "event_jobs", "fault_weeks", "fault_series", "failed_roots",
                "drain_policies", "drain_conditions", "node_resumes")
 
@@ -159,11 +159,39 @@ ALTER TABLE {S}.job_events ADD CONSTRAINT fk_job_events_job_ref_jobs FOREIGN KEY
 """
 
 
+#: Readers may SELECT exactly the columns the views read (found in the catalog: the views' dependencies), so that
+#: on Citus, where a view's shard queries run as the reader, the views work; nothing else (not a job's stored
+#: context, not a verdict's document, not a line's fields).
+GRANT_VIEW_COLUMNS = f"""
+DO $$
+DECLARE r record;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'attribution_reader') THEN
+    RETURN;
+  END IF;
+  FOR r IN
+    SELECT t.relname AS tbl, string_agg(DISTINCT quote_ident(a.attname), ', ') AS cols
+    FROM pg_depend d
+    JOIN pg_rewrite w ON w.oid = d.objid
+    JOIN pg_class v ON v.oid = w.ev_class AND v.relkind = 'v'
+    JOIN pg_namespace vn ON vn.oid = v.relnamespace AND vn.nspname = '{S}'
+    JOIN pg_class t ON t.oid = d.refobjid AND t.relkind IN ('r', 'p')
+    JOIN pg_namespace tn ON tn.oid = t.relnamespace AND tn.nspname = '{S}'
+    JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = d.refobjsubid
+    WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjsubid > 0
+    GROUP BY t.relname
+  LOOP
+    EXECUTE format('GRANT SELECT (%s) ON {S}.%I TO attribution_reader', r.cols, r.tbl);
+  END LOOP;
+END $$
+"""
+
+
 def _grants(upgrade: bool) -> None:
     if upgrade:
-        op.execute(_if_role("attribution_writer", f"GRANT SELECT, INSERT, UPDATE ON {S}.event_jobs TO attribution_writer"))
-        tables = ", ".join(f"{S}.{t}" for t in VIEW_TABLES)
-        op.execute(_if_role("attribution_reader", f"GRANT SELECT ON {tables} TO attribution_reader"))
+        op.execute(_if_role("attribution_writer",
+                            f"GRANT SELECT, INSERT, UPDATE ON {S}.event_jobs TO attribution_writer"))
+        op.execute(GRANT_VIEW_COLUMNS)
     else:
         tables = ", ".join(f"{S}.{t}" for t in VIEW_TABLES if t != "event_jobs")
         op.execute(_if_role("attribution_reader", f"REVOKE SELECT ON {tables} FROM attribution_reader"))
