@@ -104,6 +104,26 @@ def db_distribute(ctx: click.Context) -> None:
     click.echo(f"{n} table(s) distributed now; the design is in docs/store.md")
 
 
+@db.command("drop-events-month")
+@click.argument("month")
+@click.pass_context
+def db_drop_events_month(ctx: click.Context, month: str) -> None:
+    """Retention: drop the events of MONTH (YYYY-MM, a partition of events) and their job links; the rollups
+    and the verdicts keep the history."""
+    from datetime import datetime
+
+    from ..errors import InputError
+    from ..store.retention import drop_event_month
+
+    try:
+        when = datetime.strptime(month, "%Y-%m").date()
+    except ValueError:
+        raise InputError(month, "not a month (expected YYYY-MM)") from None
+    with open_store(ctx, auto_migrate=False) as engine:
+        n = drop_event_month(engine, when)
+    click.echo(f"{month}: dropped {n['events']} event(s), {n['job_events']} job link(s)")
+
+
 @db.command("start")
 @click.pass_context
 def db_start(ctx: click.Context) -> None:
