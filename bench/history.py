@@ -116,11 +116,13 @@ def fill(engine: Engine, start_index: int, count: int, events_per_job: int = EVE
               INSERT INTO attribution.verdicts (job_id, job_ref, outcome, confidence, action, root_event_id, root_kind,
                                                 root_code, root_node, root_gpu, root_time, culprit_nodes,
                                                 explanation, rules_version, input_digest, document)
-              SELECT job_id, job_ref, outcome, 'high', 'drain_node', id, kind, code, node, gpu, occurred_at, ARRAY[node],
+              SELECT job_id, job_ref, outcome, 'high', 'drain_node', id, kind, code, node, gpu, occurred_at,
+                     ARRAY[node],
                      'generated', 'bench', md5(job_ref::text), '{}'::jsonb
               FROM roots RETURNING id, job_id, job_ref
             )
-            UPDATE attribution.jobs j SET current_verdict_id = v.id FROM v WHERE j.job_id = v.job_id AND j.id = v.job_ref"""))
+            UPDATE attribution.jobs j SET current_verdict_id = v.id FROM v
+            WHERE j.job_id = v.job_id AND j.id = v.job_ref"""))
         rebuild_rollups(c)
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
         c.execute(text("VACUUM ANALYZE"))
@@ -150,7 +152,8 @@ def rebuild_rollups(c) -> None:
         INSERT INTO attribution.failed_roots (cluster, node, gpu_key, kind, code_key, week, jobs)
         SELECT j.cluster, v.root_node, coalesce(v.root_gpu, ''), v.root_kind, coalesce(v.root_code, -1),
                (date_trunc('week', coalesce(v.root_time, j.end_time) AT TIME ZONE 'UTC'))::date, count(*)
-        FROM attribution.jobs j JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id
+        FROM attribution.jobs j
+        JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id
         WHERE v.root_node IS NOT NULL AND v.outcome IN {INFRA}
         GROUP BY 1, 2, 3, 4, 5, 6"""))
 
