@@ -95,7 +95,7 @@ class StoreCollector:
             with self.engine.connect() as c:
                 recent = c.execute(text(
                     "SELECT coalesce(v.outcome, 'not_attributed'), count(*) FROM attribution.jobs j "
-                    "LEFT JOIN attribution.verdicts v ON v.id = j.current_verdict_id "
+                    "LEFT JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id "
                     "WHERE coalesce(j.end_time, j.start_time) >= now() - interval '24 hours' GROUP BY 1")).all()
                 drains = c.execute(text(
                     "SELECT decision, count(*) FROM attribution.drain_actions GROUP BY 1")).all()

@@ -97,7 +97,7 @@ def db_status(ctx: click.Context) -> None:
 def db_distribute(ctx: click.Context) -> None:
     """Shard the store over a Citus cluster (run on the coordinator after `db upgrade`; safe to run again).
     Refuses a server without Citus."""
-    from ..store.distribute import distribute
+    from attribution.store.distribute import distribute
 
     with open_store(ctx, auto_migrate=False) as engine:
         n = distribute(engine, click.echo)
@@ -112,8 +112,8 @@ def db_drop_events_month(ctx: click.Context, month: str) -> None:
     and the verdicts keep the history."""
     from datetime import datetime
 
-    from ..errors import InputError
-    from ..store.retention import drop_event_month
+    from attribution.errors import InputError
+    from attribution.store.retention import drop_event_month
 
     try:
         when = datetime.strptime(month, "%Y-%m").date()

@@ -8,7 +8,7 @@ from sqlalchemy import Connection, text
 VERDICTS = """
 SELECT v.id, j.cluster, j.job_id, v.outcome, v.action, v.confidence, v.root_kind, v.root_code, v.root_node,
        v.culprit_nodes, v.culprit_evidence, v.explanation, (j.current_verdict_id = v.id) AS current
-FROM attribution.verdicts v JOIN attribution.jobs j ON j.id = v.job_ref
+FROM attribution.verdicts v JOIN attribution.jobs j ON j.job_id = v.job_id AND j.id = v.job_ref
 WHERE v.id > :after ORDER BY v.id LIMIT :lim"""
 
 DRAINS = """

@@ -66,7 +66,7 @@ SELECT j.id AS job_ref, j.cluster, j.job_id, j.start_time AS job_start, j.end_ti
        j.gpus_per_node, v.outcome, v.action, v.confidence, v.root_kind, v.root_code, v.root_node, v.root_gpu,
        v.root_time, v.culprit_nodes, v.explanation
 FROM attribution.jobs j
-LEFT JOIN attribution.verdicts v ON v.id = j.current_verdict_id"""
+LEFT JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id"""
 
 
 def list_jobs(conn: Connection, where: JobFilter, limit: int = 50,
@@ -109,7 +109,7 @@ NODE_FAULTS_WEEKLY = """
 SELECT (date_trunc('week', e.occurred_at AT TIME ZONE 'UTC'))::date AS week, e.kind, e.code,
        count(*) AS events
 FROM attribution.events e
-WHERE e.cluster = :cluster AND e.node = :node AND e.occurred_at >= :since AND e.role = 'cause'
+WHERE e.node_key = :node AND e.cluster = :cluster AND e.node = :node AND e.occurred_at >= :since AND e.role = 'cause'
 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"""
 
 NODE_RECURRING = """
@@ -122,7 +122,7 @@ SELECT j.id AS job_ref, j.cluster, j.job_id, j.start_time AS job_start, j.end_ti
        {JOB_TIME} AS job_time, j.state, j.user_name, v.outcome, v.root_kind, v.root_code, v.root_node,
        v.culprit_nodes, (CAST(:node AS text) = ANY (v.culprit_nodes)) AS culprit
 FROM attribution.jobs j
-JOIN attribution.verdicts v ON v.id = j.current_verdict_id
+JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id
 WHERE j.cluster = :cluster AND j.nodes @> ARRAY[CAST(:node AS text)] AND v.outcome <> 'none'
   AND {JOB_TIME} >= :since
 ORDER BY {JOB_TIME} DESC, j.id DESC LIMIT :lim"""

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, Engine, text
 
-from ..errors import ConfigError, StoreError
-from .models import DISTRIBUTION, SCHEMA
+from attribution.errors import ConfigError, StoreError
+from attribution.store.models import DISTRIBUTION, SCHEMA
 
 
 def citus_version(conn: Connection) -> str | None:

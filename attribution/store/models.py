@@ -65,6 +65,8 @@ DISTRIBUTION: dict[str, tuple[str, str | None] | None] = {
     "drain_policies": None,
     "drain_conditions": None,
     "node_resumes": None,
+    "alert_cursors": None,
+    "alert_keys": None,
 }
 
 

@@ -14,7 +14,7 @@ key is what made DETACH PARTITION of an events month fail): retention deletes a 
 shards as the reader, so SELECT on the views alone is refused there).
 
 Revision ID: 0007_distributable
-Revises: 0005
+Revises: 0011 (the coordinator re-chains it at merge)
 Create Date: 2026-12-01
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from alembic import op
 
 revision = "0007_distributable"
-down_revision = "0005"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
