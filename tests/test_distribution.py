@@ -127,7 +127,7 @@ def recorded(pg_server, pg_template, ruleset, tmp_path_factory):
     from sqlalchemy.engine import make_url
 
     from attribution.config import Settings
-    from attribution.drain import load_policy
+    from attribution.drain.policy import load_policy
     from attribution.store.db import Target, make_engine
 
     pg_server.ensure_up()
