@@ -36,6 +36,7 @@ def bench_store(work: Path, quick: bool) -> Result:
     from attribution.pipeline import diagnose_bundle, ingest
     from attribution.rulepack.load import load_rules
     from attribution.store.codec import fingerprint
+    from attribution.store.links import node_key
     from attribution.store.writer import EVENT_COLUMNS
 
     rs = load_rules(ROOT / "rules")
@@ -69,6 +70,7 @@ def bench_store(work: Path, quick: bool) -> Result:
                     for e in evs:
                         row = {"occurred_at": e.time, "fingerprint": fingerprint(ctx.cluster, e, "") + b"copy",
                                "cluster": ctx.cluster, "time_exact": True,
+                               "node_key": node_key(ctx.cluster, ctx.job_id, e),
                                "fields": json.dumps(dict(e.fields), sort_keys=True)}
                         cp.write_row(tuple(row[c] if c in row else getattr(e, c) for c in EVENT_COLUMNS))
         copy_s = time.perf_counter() - t0  # including the commit
