@@ -208,6 +208,9 @@ def clusters(conn: Connection) -> list[str]:
         SELECT (SELECT j.cluster FROM attribution.jobs j WHERE j.cluster > c.cluster ORDER BY j.cluster LIMIT 1)
         FROM c WHERE c.cluster IS NOT NULL)
     SELECT cluster FROM c WHERE cluster IS NOT NULL"""
+    if conn.execute(text("SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL")).scalar():
+        # Citus refuses a recursive CTE over a distributed table; each shard answers its own DISTINCT instead
+        sql = "SELECT DISTINCT cluster FROM attribution.jobs ORDER BY cluster"
     return [r[0] for r in conn.execute(text(sql))]
 
 
