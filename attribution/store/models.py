@@ -61,6 +61,7 @@ DISTRIBUTION: dict[str, tuple[str, str | None] | None] = {
     "fault_series": ("node", "events"),
     "failed_roots": ("node", "events"),
     "drain_actions": ("node", "events"),
+    "device_counters": ("job_id", "jobs"),
     "rule_packs": None,
     "drain_policies": None,
     "drain_conditions": None,
@@ -276,11 +277,14 @@ class DeviceCounters(Base):
 
     __tablename__ = "device_counters"
     __table_args__ = (
-        PrimaryKeyConstraint("job_ref", "node", "device_kind", "device", "phase"),
+        PrimaryKeyConstraint("job_id", "job_ref", "node", "device_kind", "device", "phase"),
+        ForeignKeyConstraint(["job_id", "job_ref"], ["attribution.jobs.job_id", "attribution.jobs.id"],
+                             ondelete="CASCADE"),
         Index(None, "cluster", "node", "device_kind", "device", "taken_at"),
     )
 
-    job_ref: Mapped[int] = mapped_column(BigInteger, ForeignKey("attribution.jobs.id", ondelete="CASCADE"))
+    job_id: Mapped[str] = mapped_column(Text)
+    job_ref: Mapped[int] = mapped_column(BigInteger)
     cluster: Mapped[str] = mapped_column(Text)
     node: Mapped[str] = mapped_column(Text)
     device_kind: Mapped[str] = mapped_column(Text)  # gpu | ib_port | pci

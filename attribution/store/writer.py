@@ -63,15 +63,16 @@ class JobSession(JobRow, JobEvents, JobVerdicts):
                         if kind == "pci" and not any(values.values()):
                             continue
                         info = dict(snap.gpu_info.get(device, {})) if kind == "gpu" else {}
-                        rows.append({"job": self.job.id, "cluster": self.ctx.cluster, "node": node, "kind": kind,
+                        rows.append({"jid": self.job.job_id, "job": self.job.id, "cluster": self.ctx.cluster, "node": node, "kind": kind,
                                      "device": device, "phase": snap.phase, "taken": taken,
                                      "counters": json.dumps(dict(values), sort_keys=True),
                                      "info": json.dumps(info, sort_keys=True)})
         if rows:
             self.conn.execute(text(
-                "INSERT INTO attribution.device_counters (job_ref, cluster, node, device_kind, device, phase, "
-                "taken_at, counters, info) VALUES (:job, :cluster, :node, :kind, :device, :phase, :taken, "
+                "INSERT INTO attribution.device_counters (job_id, job_ref, cluster, node, device_kind, device, phase, "
+                "taken_at, counters, info) VALUES (:jid, :job, :cluster, :node, :kind, :device, :phase, :taken, "
                 "CAST(:counters AS jsonb), CAST(:info AS jsonb)) "
-                "ON CONFLICT (job_ref, node, device_kind, device, phase) DO UPDATE SET taken_at = excluded.taken_at, "
-                "counters = excluded.counters, info = excluded.info, stored_at = now()"), rows)
+                "ON CONFLICT (job_id, job_ref, node, device_kind, device, phase) DO UPDATE SET "
+                "taken_at = excluded.taken_at, counters = excluded.counters, info = excluded.info, "
+                "stored_at = excluded.stored_at"), rows)
         return len(rows)

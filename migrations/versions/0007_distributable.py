@@ -14,7 +14,7 @@ key is what made DETACH PARTITION of an events month fail): retention deletes a 
 shards as the reader, so SELECT on the views alone is refused there).
 
 Revision ID: 0007_distributable
-Revises: 0011 (the coordinator re-chains it at merge)
+Revises: 0008 (the coordinator re-chains it at merge)
 Create Date: 2026-12-01
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from alembic import op
 
 revision = "0007_distributable"
-down_revision = "0011"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
@@ -58,7 +58,16 @@ ALTER TABLE {S}.job_events DROP CONSTRAINT fk_job_events_event_id_event_time_eve
 ALTER TABLE {S}.verdicts DROP CONSTRAINT fk_verdicts_job_ref_jobs;
 ALTER TABLE {S}.coverage DROP CONSTRAINT fk_coverage_job_ref_jobs;
 ALTER TABLE {S}.verdict_symptoms DROP CONSTRAINT fk_verdict_symptoms_verdict_id_verdicts;
+ALTER TABLE {S}.device_counters DROP CONSTRAINT fk_device_counters_job_ref_jobs;
 ALTER TABLE {S}.jobs DROP CONSTRAINT pk_jobs, ADD CONSTRAINT pk_jobs PRIMARY KEY (job_id, id);
+
+ALTER TABLE {S}.device_counters ADD COLUMN job_id text;
+UPDATE {S}.device_counters d SET job_id = j.job_id FROM {S}.jobs j WHERE j.id = d.job_ref;
+ALTER TABLE {S}.device_counters ALTER COLUMN job_id SET NOT NULL,
+  DROP CONSTRAINT pk_device_counters,
+  ADD CONSTRAINT pk_device_counters PRIMARY KEY (job_id, job_ref, node, device_kind, device, phase),
+  ADD CONSTRAINT fk_device_counters_job_id_job_ref_jobs FOREIGN KEY (job_id, job_ref) REFERENCES {S}.jobs (job_id, id)
+    ON DELETE CASCADE;
 
 ALTER TABLE {S}.verdicts ADD COLUMN job_id text;
 UPDATE {S}.verdicts v SET job_id = j.job_id FROM {S}.jobs j WHERE j.id = v.job_ref;
@@ -145,7 +154,12 @@ DROP INDEX {S}.ix_verdicts_job_id_job_ref_id;
 CREATE INDEX ix_verdicts_job_ref_id ON {S}.verdicts (job_ref, id);
 ALTER TABLE {S}.verdicts DROP CONSTRAINT fk_verdicts_job_id_job_ref_jobs,
   DROP CONSTRAINT pk_verdicts, ADD CONSTRAINT pk_verdicts PRIMARY KEY (id), DROP COLUMN job_id;
+ALTER TABLE {S}.device_counters DROP CONSTRAINT fk_device_counters_job_id_job_ref_jobs,
+  DROP CONSTRAINT pk_device_counters,
+  ADD CONSTRAINT pk_device_counters PRIMARY KEY (job_ref, node, device_kind, device, phase), DROP COLUMN job_id;
 ALTER TABLE {S}.jobs DROP CONSTRAINT pk_jobs, ADD CONSTRAINT pk_jobs PRIMARY KEY (id);
+ALTER TABLE {S}.device_counters ADD CONSTRAINT fk_device_counters_job_ref_jobs FOREIGN KEY (job_ref)
+  REFERENCES {S}.jobs (id) ON DELETE CASCADE;
 ALTER TABLE {S}.verdict_symptoms ADD CONSTRAINT fk_verdict_symptoms_verdict_id_verdicts FOREIGN KEY (verdict_id)
   REFERENCES {S}.verdicts (id) ON DELETE CASCADE;
 ALTER TABLE {S}.coverage ADD CONSTRAINT fk_coverage_job_ref_jobs FOREIGN KEY (job_ref)
