@@ -1,6 +1,7 @@
 -- Each GPU's counters as the newest epilog snapshot stored for it showed them (absolute values: the fleet's
 -- remapped-row and uncorrectable-ECC totals, pending remaps, reset requests). A row is stored for every GPU of a
 -- node whose epilog reported (a failed job, or a counter that changed), so the latest one is current.
+-- The job id is the snapshot's own (0007: device_counters carries job_id, its distribution column): no join.
 CREATE VIEW attribution.gpu_counters_latest AS
 SELECT DISTINCT ON (d.cluster, d.node, d.device)
        d.cluster,
@@ -11,7 +12,7 @@ SELECT DISTINCT ON (d.cluster, d.node, d.device)
        d.info ->> 'product'                                             AS product,
        d.info ->> 'driver'                                              AS driver,
        d.taken_at,
-       j.job_id                                                         AS last_job_id,
+       d.job_id                                                         AS last_job_id,
        (d.counters ->> 'remapped_rows.uncorrectable')::double precision AS remapped_rows_uncorrectable,
        (d.counters ->> 'remapped_rows.correctable')::double precision   AS remapped_rows_correctable,
        (d.counters ->> 'remapped_rows.pending')::double precision > 0   AS remap_pending,
@@ -26,6 +27,5 @@ SELECT DISTINCT ON (d.cluster, d.node, d.device)
        (d.counters ->> 'reset.required')::double precision > 0          AS reset_required,
        d.counters
 FROM attribution.device_counters d
-JOIN attribution.jobs j ON j.id = d.job_ref
 WHERE d.device_kind = 'gpu' AND d.phase = 'epilog'
 ORDER BY d.cluster, d.node, d.device, d.taken_at DESC NULLS LAST, d.stored_at DESC;

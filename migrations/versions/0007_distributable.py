@@ -2,19 +2,21 @@
 
 Two co-location groups (docs/store.md, "Past one server"):
 - per job, distributed by `job_id` (the Slurm job id; the (cluster, job id) of every ingest routes its statements
-  to one shard): jobs, verdicts, verdict_symptoms, job_events, coverage. Their keys and foreign keys gain job_id.
+  to one shard): jobs, verdicts, verdict_symptoms, job_events, coverage, device_counters. Their keys and foreign
+  keys gain job_id; gpu_counters_latest reads the snapshot's own job_id instead of joining jobs.
 - per node, distributed by the node: events (by `node_key`: the node, or for a line of a job's output without a
   node `<cluster>/<job id>`, else the cluster), event_jobs (new: the job links stored beside the event, which the
   fleet views and the drain policy count), fault_weeks, fault_series, failed_roots, drain_actions (by `node`).
-- small and read everywhere (reference tables): rule_packs, drain_policies, drain_conditions, node_resumes.
+- small and read everywhere (reference tables): rule_packs, drain_policies, drain_conditions, node_resumes,
+  alert_cursors, alert_keys.
 
 The link from job_events to events is no foreign key any more (the two sides are in different groups, and that
 key is what made DETACH PARTITION of an events month fail): retention deletes a month's links itself
 (attribution.store.retention). Readers get SELECT on the columns the views read (on Citus a view runs on the
 shards as the reader, so SELECT on the views alone is refused there).
 
-Revision ID: 0007_distributable
-Revises: 0008 (the coordinator re-chains it at merge)
+Revision ID: 0007
+Revises: 0008 (main's head when this was written; the coordinator re-chains it after 0006 at merge)
 Create Date: 2026-12-01
 """
 
@@ -24,17 +26,21 @@ from pathlib import Path
 
 from alembic import op
 
-revision = "0007_distributable"
+revision = "0007"
 down_revision = "0008"
 branch_labels = None
 depends_on = None
 
 S = "attribution"
 SQL = Path(__file__).resolve().parent.parent / "sql"
-VIEWS = ("drain_candidates", "recurring_faults", "node_faults_weekly", "fault_events", "job_verdicts")
+VIEWS = ("gpu_counters_latest", "drain_candidates", "recurring_faults", "node_faults_weekly", "fault_events",
+         "job_verdicts")
+#: Where downgrade finds each view's previous definition: the newest folder up to this one (0006 is the revision
+#: before this one once the branches are merged; before that the search falls back to 0005's and older).
+PREVIOUS = {"gpu_counters_latest": "0008"}
 #: The tables the public views read (a reader may SELECT the columns the views read of them).
 VIEW_TABLES = ("jobs", "verdicts", "events", "event_jobs", "fault_weeks", "fault_series", "failed_roots",
-               "drain_policies", "drain_conditions", "node_resumes")
+               "drain_policies", "drain_conditions", "node_resumes", "device_counters")
 
 
 def _view(folder: str, name: str) -> str:
@@ -204,7 +210,7 @@ END $$
 def _grants(upgrade: bool) -> None:
     if upgrade:
         op.execute(_if_role("attribution_writer",
-                            f"GRANT SELECT, INSERT, UPDATE ON {S}.event_jobs TO attribution_writer"))
+                            f"GRANT SELECT, INSERT ON {S}.event_jobs TO attribution_writer"))
         op.execute(GRANT_VIEW_COLUMNS)
     else:
         tables = ", ".join(f"{S}.{t}" for t in VIEW_TABLES if t != "event_jobs")
@@ -227,5 +233,5 @@ def downgrade() -> None:
         op.execute(f"DROP VIEW {S}.{name}")
     op.execute(DOWNGRADE)
     for name in reversed(VIEWS):
-        op.execute(_view("0005", name))
+        op.execute(_view(PREVIOUS.get(name, "0006"), name))
     _grants(False)
