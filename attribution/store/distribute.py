@@ -67,6 +67,9 @@ def distribute(engine: Engine, echo=lambda line: None) -> int:
                 echo(f"{table:<18} distributed by {column}" + (f", co-located with {colocate}" if colocate else ""))
             done += 1
     with engine.begin() as conn:
+        # one connection per worker for the whole transaction: Citus refuses to change a reference table's
+        # privileges after a distributed table's were changed over parallel connections in the same transaction
+        conn.execute(text("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'"))
         _regrant_views(conn)
     return done
 
