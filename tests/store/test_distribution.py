@@ -5,9 +5,11 @@ distributed table includes its distribution column; a foreign key between distri
 co-location group and includes the distribution column on both sides; nothing references a distributed table
 from a reference table. The SQL: no volatile or stable function in an upsert's DO UPDATE (Citus refuses it);
 every statement of one job's ingest and verdict that reads or changes a per-job table names the job's `job_id`,
-and one that changes a per-node table names the node; no view or example query has a correlated subquery (a
-SubPlan in its plan) that reads a distributed table. The statements are the ones the product really runs: they are
-recorded from a real ingest, attribution, drain and report run.
+and one that changes a per-node table names the node; a join of two tables of one co-location group joins on
+their distribution columns (else Citus needs a repartition join, which it refuses); no view, example query,
+Grafana panel or dashboard query has a correlated subquery (a SubPlan in its plan) that reads a distributed table.
+The statements are the ones the product really runs: they are recorded from a real ingest, attribution, drain,
+report, dashboard and alerts run.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ from sqlalchemy import event, text
 
 from attribution.fleetgen import history, write_bundle
 from attribution.pipeline import ingest_bundle
+from attribution.store import alerts as store_alerts
+from attribution.store import browse, reads, reports
 from attribution.store import drain as store_drain
-from attribution.store import reads, reports
 from attribution.store.distribute import plan
 from attribution.store.models import DISTRIBUTION
 
-from .conftest import INCIDENTS, ROOT, bundles
+from tests.conftest import INCIDENTS, ROOT, bundles
 
 S = "attribution"
 PER_JOB = {t for t, d in DISTRIBUTION.items() if d is not None and d[0] == "job_id"}
@@ -155,8 +158,19 @@ def recorded(pg_server, pg_template, ruleset, tmp_path_factory):
         for cand in store_drain.candidates(engine):
             store_drain.record_resume(engine, cand.cluster, cand.node, "test", "resumed by the test")
         reports.fleet_data(engine)
+        now = datetime.now(timezone.utc)
         with engine.connect() as c:
             reads.node_events(c, "demo", "dgx017", datetime(2020, 1, 1, tzinfo=timezone.utc), None, 10)
+            # the dashboard's and the service's reads, and the alerts' streams
+            rows, _ = browse.list_jobs(c, browse.JobFilter(), limit=5)
+            browse.list_jobs(c, browse.JobFilter(cluster="demo", outcome=browse.FAILED, node=rows[0]["culprit_nodes"]
+                                                 [0] if rows and rows[0]["culprit_nodes"] else "dgx017"), limit=5)
+            browse.node_history(c, "demo", "dgx017", now)
+            browse.clusters(c)
+            browse.node_clusters(c, "dgx017")
+            store_alerts.new_verdicts(c, 0, 10)
+            store_alerts.new_drain_actions(c, 0, 10)
+            c.execute(text("SELECT * FROM attribution.gpu_counters_latest")).all()
         yield engine, rec.statements
     finally:
         engine.dispose()
@@ -217,25 +231,47 @@ def _subplans_reading(plan: dict, tables: set[str], inside: bool = False) -> lis
     return found
 
 
-def _queries() -> dict[str, str]:
-    out = {f"view {v}": f"SELECT * FROM attribution.{v}" for v in
-           ("job_verdicts", "fault_events", "node_faults_weekly", "recurring_faults", "drain_candidates")}
+def _views(conn) -> list[str]:
+    return sorted(conn.execute(text("SELECT viewname FROM pg_views WHERE schemaname = :s"), {"s": S}).scalars())
+
+
+#: The dashboard's and the alerts' queries, with made-up values for their parameters.
+DASHBOARD = {
+    "browse job list": (browse.JOB_COLUMNS + " WHERE j.cluster = :cluster ORDER BY 1 LIMIT :lim",
+                        {"cluster": "demo", "lim": 10}),
+    "browse node faults weekly": (browse.NODE_FAULTS_WEEKLY, {"cluster": "demo", "node": "dgx017",
+                                                              "since": datetime(2020, 1, 1, tzinfo=timezone.utc)}),
+    "browse node recurring": (browse.NODE_RECURRING, {"cluster": "demo", "node": "dgx017"}),
+    "browse node failed jobs": (browse.NODE_FAILED_JOBS, {"cluster": "demo", "node": "dgx017", "lim": 10,
+                                                          "since": datetime(2020, 1, 1, tzinfo=timezone.utc)}),
+    "browse node drains": (browse.NODE_DRAINS, {"cluster": "demo", "node": "dgx017", "lim": 10}),
+    "browse node candidate": (browse.NODE_CANDIDATE, {"cluster": "demo", "node": "dgx017"}),
+    "alerts verdicts": (store_alerts.VERDICTS, {"after": 0, "lim": 10}),
+    "alerts drains": (store_alerts.DRAINS, {"after": 0, "lim": 10}),
+}
+
+
+def _queries(conn) -> dict[str, tuple[str, dict]]:
+    out = {f"view {v}": (f"SELECT * FROM attribution.{v}", {}) for v in _views(conn)}
     for q in sorted((ROOT / "sql" / "queries").glob("*.sql")):
-        out[f"query {q.stem}"] = q.read_text()
+        out[f"query {q.stem}"] = (q.read_text(), {})
     dash = json.loads((ROOT / "sql" / "grafana" / "attribution-fleet.json").read_text())
     for p in dash["panels"]:
         for t in p.get("targets", []):
             if t.get("rawSql"):
                 sql = re.sub(r"\$__timeFilter\(([^)]+)\)", r"\1 >= now() - interval '90 days'", t["rawSql"])
-                out[f"grafana {p['title']}"] = sql.replace("$cluster", "'demo'")
+                out[f"grafana {p['title']}"] = (sql.replace("$cluster", "'demo'"), {})
+    out.update(DASHBOARD)
     return out
 
 
 def test_no_correlated_subquery_reads_a_distributed_table(recorded):
     engine, _ = recorded
     with engine.connect() as c:
-        for name, sql in _queries().items():
-            plan_json = c.execute(text(f"EXPLAIN (FORMAT JSON) {sql}")).scalar()
+        queries = _queries(c)
+        assert {"view gpu_counters_latest", "view drain_candidates", "browse node failed jobs"} <= set(queries)
+        for name, (sql, params) in queries.items():
+            plan_json = c.execute(text(f"EXPLAIN (FORMAT JSON) {sql}"), params).scalar()
             doc = plan_json if isinstance(plan_json, list) else json.loads(plan_json)
             bad = _subplans_reading(doc[0]["Plan"], DISTRIBUTED)
             assert not bad, f"{name}: a correlated subquery reads {bad} (Citus cannot push it down)"
@@ -249,3 +285,63 @@ def test_the_check_sees_a_correlated_subquery(recorded):
             "EXPLAIN (FORMAT JSON) SELECT e.id, (SELECT count(*) FROM attribution.job_events je "
             "WHERE je.event_id = e.id) FROM attribution.events e")).scalar()
     assert _subplans_reading(doc[0]["Plan"], DISTRIBUTED) == ["job_events"]
+
+
+#: `attribution.<table> <alias>` after FROM or JOIN (an alias that is a keyword is none).
+ALIASED = re.compile(r"\b(?:FROM|JOIN)\s+attribution\.(\w+)(?:\s+(?:AS\s+)?(\w+))?", re.I)
+#: `JOIN attribution.<table> <alias> ON <condition>`, the condition up to the next clause.
+JOIN_ON = re.compile(r"\bJOIN\s+attribution\.(\w+)\s+(?:AS\s+)?(\w+)\s+ON\s+(.*?)"
+                     r"(?=\b(?:LEFT|RIGHT|INNER|FULL|CROSS|JOIN|WHERE|GROUP|ORDER|LIMIT|UNION|RETURNING|WINDOW)\b"
+                     r"|\)|$)", re.I | re.S)
+KEYWORDS = {"on", "where", "group", "order", "limit", "join", "left", "right", "inner", "full", "cross", "using",
+            "union", "returning", "set", "select", "with", "window", "as"}
+
+
+def unrouted_joins(sql: str) -> list[str]:
+    """The joins of two tables of one co-location group whose condition does not equate their distribution
+    columns (`a.job_id = b.job_id`, `e.node_key = f.node`...)."""
+    sql = re.sub(r"--[^\n]*", " ", sql)
+    aliases = {}
+    for table, alias in ALIASED.findall(sql):
+        if alias and alias.lower() not in KEYWORDS:
+            aliases[alias] = table
+        aliases.setdefault(table, table)
+    bad = []
+    for table, alias, cond in JOIN_ON.findall(sql):
+        if table not in DISTRIBUTED:
+            continue
+        for other in set(re.findall(r"\b(\w+)\.\w+", cond)) - {alias}:
+            peer = aliases.get(other)
+            if peer not in DISTRIBUTED or _group(peer) != _group(table):
+                continue
+            mine, theirs = DISTRIBUTION[table][0], DISTRIBUTION[peer][0]
+            pair = (rf"\b{alias}\.{mine}\s*=\s*{other}\.{theirs}\b", rf"\b{other}\.{theirs}\s*=\s*{alias}\.{mine}\b")
+            if not any(re.search(p, cond) for p in pair):
+                bad.append(f"{peer} {other} JOIN {table} {alias} ON {' '.join(cond.split())[:120]}")
+    return bad
+
+
+def test_joins_inside_a_group_are_on_the_distribution_columns(recorded):
+    engine, statements = recorded
+    with engine.connect() as c:
+        texts = {name: sql for name, (sql, _) in _queries(c).items()}
+        for v in _views(c):
+            texts[f"view {v}"] = c.execute(text("SELECT pg_get_viewdef(CAST(:v AS regclass), true)"),
+                                           {"v": f"{S}.{v}"}).scalar()
+    texts.update({f"statement {i}": s for i, (_, s) in enumerate(statements)})
+    joined = [n for n, sql in texts.items() if JOIN_ON.search(sql)]
+    assert len(joined) > 20, "the run and the queries have joins to check"
+    for name, sql in texts.items():
+        assert not unrouted_joins(sql), f"{name}: {unrouted_joins(sql)}"
+
+
+def test_the_join_check_sees_a_join_off_the_distribution_column():
+    """What 0008's gpu_counters_latest did (device_counters joined to jobs by id alone), and the fixed join."""
+    assert unrouted_joins("SELECT j.job_id FROM attribution.device_counters d "
+                          "JOIN attribution.jobs j ON j.id = d.job_ref WHERE d.phase = 'epilog'")
+    assert unrouted_joins("SELECT 1 FROM attribution.jobs j LEFT JOIN attribution.verdicts v "
+                          "ON v.id = j.current_verdict_id") == ["jobs j JOIN verdicts v ON v.id = j.current_verdict_id"]
+    assert not unrouted_joins("SELECT 1 FROM attribution.jobs j JOIN attribution.verdicts v "
+                              "ON v.job_id = j.job_id AND v.id = j.current_verdict_id")
+    assert not unrouted_joins("SELECT 1 FROM attribution.events e JOIN attribution.event_jobs l "
+                              "ON l.node_key = e.node_key AND l.event_id = e.id")

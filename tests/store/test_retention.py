@@ -11,7 +11,7 @@ from sqlalchemy import text
 from attribution.cli import main
 from attribution.pipeline import ingest_bundle
 
-from .conftest import INCIDENTS, bundles
+from tests.conftest import INCIDENTS, bundles
 
 
 def _counts(engine):

@@ -38,7 +38,8 @@ def all_bundles():
 def current_document(engine, cluster: str, job_id: str) -> dict:
     with engine.connect() as c:
         return c.execute(text(
-            "SELECT v.document FROM attribution.jobs j JOIN attribution.verdicts v ON v.id = j.current_verdict_id "
+            "SELECT v.document FROM attribution.jobs j JOIN attribution.verdicts v ON v.job_id = j.job_id "
+            "AND v.id = j.current_verdict_id "
             "WHERE j.cluster = :c AND j.job_id = :j"), {"c": cluster, "j": job_id}).scalar_one()
 
 
