@@ -108,8 +108,8 @@ def db_distribute(ctx: click.Context) -> None:
 @click.argument("month")
 @click.pass_context
 def db_drop_events_month(ctx: click.Context, month: str) -> None:
-    """Retention: drop the events of MONTH (YYYY-MM, a partition of events) and their job links; the rollups
-    and the verdicts keep the history."""
+    """Retention: drop the events of MONTH (YYYY-MM: its partition of events, its rows in the default partition)
+    and their job links; the rollups and the verdicts keep the history."""
     from datetime import datetime
 
     from attribution.errors import InputError
