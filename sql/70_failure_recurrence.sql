@@ -17,7 +17,7 @@ SELECT * FROM (
            first_value(j.job_id) OVER w                                         AS first_job_id,
            j.id                                                                 AS job_ref
     FROM attribution.jobs j
-    JOIN attribution.verdicts v ON v.id = j.current_verdict_id
+    JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id
     WHERE v.outcome <> 'none' AND v.root_kind IS NOT NULL
     WINDOW w AS (PARTITION BY j.cluster, j.user_name, split_part(j.job_id, '_', 1), v.outcome, v.root_kind,
                               coalesce(v.root_code, -1)

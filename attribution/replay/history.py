@@ -23,8 +23,8 @@ def _stored(conn, row) -> tuple:
     ctx = context_from_json(row["context"])
     ref = JobRef(row["job_ref"], row["cluster"], row["job_id"], row["start"])
     s = JobSession(conn, ctx, "replay", job=ref)
-    root_node = conn.exec_driver_sql("SELECT root_node FROM attribution.verdicts WHERE id = %s",
-                                     (row["verdict_id"],)).scalar()
+    root_node = conn.exec_driver_sql("SELECT root_node FROM attribution.verdicts WHERE job_id = %s AND id = %s",
+                                     (row["job_id"], row["verdict_id"])).scalar()
     before = Side(row["outcome"], row["root_kind"], root_node, tuple(row["culprits"]))
     return ctx, ref, s.events(), s.coverage(), before
 

@@ -108,7 +108,7 @@ def _prevented(conn: Connection, d: Drained, until: datetime) -> None:
     rows = conn.execute(text(f"""
         SELECT j.job_id, coalesce(j.gpus_per_node, 1) * cardinality(j.nodes)
                          * extract(epoch FROM j.end_time - j.start_time) / 3600.0
-        FROM attribution.jobs j JOIN attribution.verdicts v ON v.id = j.current_verdict_id
+        FROM attribution.jobs j JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id
         WHERE j.cluster = :c AND :n = ANY (v.culprit_nodes) AND v.outcome IN {INFRA_SQL}
           AND j.start_time >= :t AND j.end_time <= :u
         ORDER BY j.start_time, j.id"""), {"c": d.cluster, "n": d.node, "t": d.at, "u": until}).all()

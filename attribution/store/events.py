@@ -20,9 +20,8 @@ UTC = timezone.utc
 #: model.INFRASTRUCTURE_OUTCOMES as an SQL list.
 INFRA_SQL = "(" + ", ".join(f"'{o}'" for o in sorted(INFRASTRUCTURE_OUTCOMES)) + ")"
 EVENT_COLUMNS = ("occurred_at", "fingerprint", "cluster", "node", "node_key", "source", "evidence", "kind", "role",
-                 "code", "gpu", "rank", "time_exact", "outcome", "action", "severity", "rule", "location", "message", "line",
-                 "fields")
-                 "rank", "time_exact", "outcome", "action", "severity", "rule", "location", "message", "line", "fields")
+                 "code", "gpu", "rank", "time_exact", "outcome", "action", "severity", "rule", "location", "message",
+                 "line", "fields")
 
 
 def _int4(v: int | None) -> int | None:

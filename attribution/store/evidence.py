@@ -33,7 +33,7 @@ def save_evidence(conn: Connection, job_id: str, job_ref: int, doc: dict) -> Non
         "INSERT INTO attribution.job_evidence (job_id, job_ref, format, lines, raw_bytes, truncated, document) "
         "VALUES (:id, :j, :f, :n, :r, :t, :d) ON CONFLICT (job_id, job_ref) DO UPDATE SET format = excluded.format, "
         "lines = excluded.lines, raw_bytes = excluded.raw_bytes, truncated = excluded.truncated, "
-        "document = excluded.document, stored_at = now()"),
+        "document = excluded.document, stored_at = excluded.stored_at"),
         {"id": job_id, "j": job_ref, "f": int(doc.get("format", 1)), "n": line_count(doc), "r": raw,
          "t": bool(doc.get("truncated")), "d": blob})
 
@@ -64,7 +64,7 @@ def failed_jobs_with_evidence(conn: Connection, since=None, job_ref: int | None 
         "SELECT j.id, j.cluster, j.job_id, j.start_time, j.end_time, j.context, j.nodes, j.gpus_per_node, "
         "v.id, v.outcome, v.root_kind, v.culprit_nodes, v.rules_version, ev.document "
         "FROM attribution.jobs j JOIN attribution.job_evidence ev ON ev.job_id = j.job_id AND ev.job_ref = j.id "
-        "JOIN attribution.verdicts v ON v.id = j.current_verdict_id "
+        "JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id "
         "WHERE v.outcome <> 'none' AND (CAST(:since AS timestamptz) IS NULL "
         "OR coalesce(j.end_time, j.start_time) >= CAST(:since AS timestamptz)) "
         "AND (CAST(:ref AS bigint) IS NULL OR j.id = CAST(:ref AS bigint)) "

@@ -18,6 +18,7 @@ from datetime import datetime
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    Computed,
     Date,
     DateTime,
     ForeignKey,
@@ -62,6 +63,7 @@ DISTRIBUTION: dict[str, tuple[str, str | None] | None] = {
     "failed_roots": ("node", "events"),
     "drain_actions": ("node", "events"),
     "device_counters": ("job_id", "jobs"),
+    "job_evidence": ("job_id", "jobs"),
     "rule_packs": None,
     "drain_policies": None,
     "drain_conditions": None,
@@ -233,6 +235,9 @@ class Verdict(Base):
     rules_version: Mapped[str] = mapped_column(Text)
     input_digest: Mapped[str] = mapped_column(Text)
     document: Mapped[dict] = mapped_column(JSONB)
+    #: the document's `cost` (what the failure lost), kept beside it (0007) so that lost_gpu_hours and its reader
+    #: need no right on the whole document
+    cost: Mapped[dict | None] = mapped_column(JSONB, Computed("document -> 'cost'", persisted=True))
 
 
 class VerdictSymptom(Base):
@@ -451,10 +456,14 @@ class JobEvidence(Base):
     distributed by job_id and co-located with jobs)."""
 
     __tablename__ = "job_evidence"
-    __table_args__ = (PrimaryKeyConstraint("job_id", "job_ref"),)
+    __table_args__ = (
+        PrimaryKeyConstraint("job_id", "job_ref"),
+        ForeignKeyConstraint(["job_id", "job_ref"], ["attribution.jobs.job_id", "attribution.jobs.id"],
+                             ondelete="CASCADE"),
+    )
 
     job_id: Mapped[str] = mapped_column(Text)
-    job_ref: Mapped[int] = mapped_column(BigInteger, ForeignKey("attribution.jobs.id", ondelete="CASCADE"))
+    job_ref: Mapped[int] = mapped_column(BigInteger)
     stored_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
     format: Mapped[int] = mapped_column(SmallInteger)
     lines: Mapped[int] = mapped_column(Integer)

@@ -21,12 +21,14 @@ def recurrence(conn: Connection, job_ref: int, ctx, verdict) -> dict | None:
     if verdict.outcome == "none" or root is None:
         return None
     rows = conn.execute(text(
-        "SELECT j.job_id FROM attribution.jobs j JOIN attribution.verdicts v ON v.id = j.current_verdict_id "
+        "SELECT j.job_id FROM attribution.jobs j JOIN attribution.verdicts v "
+        "ON v.job_id = j.job_id AND v.id = j.current_verdict_id "
         "WHERE j.cluster = :c AND j.user_name IS NOT DISTINCT FROM :u AND split_part(j.job_id, '_', 1) = :w "
-        "AND j.id <> :id AND j.start_time < (SELECT start_time FROM attribution.jobs WHERE id = :id) "
+        "AND j.id <> :id AND j.start_time < (SELECT start_time FROM attribution.jobs WHERE job_id = :j AND id = :id) "
         "AND v.outcome = :o AND v.root_kind = :k AND coalesce(v.root_code, -1) = :code "
         "ORDER BY j.start_time, j.id"),
-        {"c": ctx.cluster, "u": ctx.user, "w": workload_of(ctx.job_id), "id": job_ref, "o": verdict.outcome,
+        {"c": ctx.cluster, "u": ctx.user, "w": workload_of(ctx.job_id), "j": ctx.job_id, "id": job_ref,
+         "o": verdict.outcome,
          "k": root.kind, "code": -1 if root.code is None else int(root.code)}).all()
     if not rows:
         return None

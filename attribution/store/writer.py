@@ -29,7 +29,8 @@ class JobSession(JobRow, JobEvents, JobVerdicts):
     """Everything stored about one job, inside one transaction that holds the job's advisory lock."""
 
     def set_coverage(self, coverage: Iterable[Coverage]) -> None:
-        rows = [{"jid": self.job.job_id, "job": self.job.id, "source": c.source, "node": c.node or "", "file": c.file or "",
+        rows = [{"jid": self.job.job_id, "job": self.job.id, "source": c.source, "node": c.node or "",
+                 "file": c.file or "",
                  "status": c.status, "lines": c.lines, "reason": c.reason, "notes": list(c.notes)}
                 for c in coverage]
         if not rows:
@@ -63,7 +64,8 @@ class JobSession(JobRow, JobEvents, JobVerdicts):
                         if kind == "pci" and not any(values.values()):
                             continue
                         info = dict(snap.gpu_info.get(device, {})) if kind == "gpu" else {}
-                        rows.append({"jid": self.job.job_id, "job": self.job.id, "cluster": self.ctx.cluster, "node": node, "kind": kind,
+                        rows.append({"jid": self.job.job_id, "job": self.job.id, "cluster": self.ctx.cluster,
+                                     "node": node, "kind": kind,
                                      "device": device, "phase": snap.phase, "taken": taken,
                                      "counters": json.dumps(dict(values), sort_keys=True),
                                      "info": json.dumps(info, sort_keys=True)})

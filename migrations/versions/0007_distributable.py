@@ -3,7 +3,9 @@
 Two co-location groups (docs/store.md, "Past one server"):
 - per job, distributed by `job_id` (the Slurm job id; the (cluster, job id) of every ingest routes its statements
   to one shard): jobs, verdicts, verdict_symptoms, job_events, coverage, device_counters. Their keys and foreign
-  keys gain job_id; gpu_counters_latest reads the snapshot's own job_id instead of joining jobs.
+  keys gain job_id (job_evidence, 0010, has it already: its foreign key to jobs gains it); gpu_counters_latest
+  reads the snapshot's own job_id instead of joining jobs; every join of jobs and verdicts is on job_id too
+  (job_verdicts, lost_gpu_hours, failure_recurrence, drain_candidates_at).
 - per node, distributed by the node: events (by `node_key`: the node, or for a line of a job's output without a
   node `<cluster>/<job id>`, else the cluster), event_jobs (new: the job links stored beside the event, which the
   fleet views and the drain policy count), fault_weeks, fault_series, failed_roots, drain_actions (by `node`).
@@ -13,10 +15,11 @@ Two co-location groups (docs/store.md, "Past one server"):
 The link from job_events to events is no foreign key any more (the two sides are in different groups, and that
 key is what made DETACH PARTITION of an events month fail): retention deletes a month's links itself
 (attribution.store.retention). Readers get SELECT on the columns the views read (on Citus a view runs on the
-shards as the reader, so SELECT on the views alone is refused there).
+shards as the reader, so SELECT on the views alone is refused there); verdicts.cost (the document's cost object,
+a stored generated column) is what lost_gpu_hours reads, so no reader may read a verdict's document.
 
 Revision ID: 0007
-Revises: 0008 (main's head when this was written; the coordinator re-chains it after 0006 at merge)
+Revises: 0010
 Create Date: 2026-12-01
 """
 
@@ -27,17 +30,20 @@ from pathlib import Path
 from alembic import op
 
 revision = "0007"
-down_revision = "0008"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
 S = "attribution"
 SQL = Path(__file__).resolve().parent.parent / "sql"
-VIEWS = ("gpu_counters_latest", "drain_candidates", "recurring_faults", "node_faults_weekly", "fault_events",
-         "job_verdicts")
-#: Where downgrade finds each view's previous definition: the newest folder up to this one (0006 is the revision
-#: before this one once the branches are merged; before that the search falls back to 0005's and older).
-PREVIOUS = {"gpu_counters_latest": "0008"}
+VIEWS = ("failure_recurrence", "lost_gpu_hours", "gpu_counters_latest", "drain_candidates", "recurring_faults",
+         "node_faults_weekly", "fault_events", "job_verdicts")
+#: Where downgrade finds each view's previous definition (the newest folder up to this one holding it): the
+#: revisions before this one are ... 0005, 0009, 0011, 0008, 0006, 0010, so folder numbers do not follow the chain.
+PREVIOUS = {"gpu_counters_latest": "0008", "drain_candidates": "0010", "lost_gpu_hours": "0010",
+            "failure_recurrence": "0010"}
+#: drain_candidates is a view over this function (0010); the function is dropped and made with it.
+DRAIN_FUNCTION = f"{S}.drain_candidates_at(timestamptz, text)"
 #: The tables the public views read (a reader may SELECT the columns the views read of them).
 VIEW_TABLES = ("jobs", "verdicts", "events", "event_jobs", "fault_weeks", "fault_series", "failed_roots",
                "drain_policies", "drain_conditions", "node_resumes", "device_counters")
@@ -65,6 +71,7 @@ ALTER TABLE {S}.verdicts DROP CONSTRAINT fk_verdicts_job_ref_jobs;
 ALTER TABLE {S}.coverage DROP CONSTRAINT fk_coverage_job_ref_jobs;
 ALTER TABLE {S}.verdict_symptoms DROP CONSTRAINT fk_verdict_symptoms_verdict_id_verdicts;
 ALTER TABLE {S}.device_counters DROP CONSTRAINT fk_device_counters_job_ref_jobs;
+ALTER TABLE {S}.job_evidence DROP CONSTRAINT fk_job_evidence_job_ref_jobs;
 ALTER TABLE {S}.jobs DROP CONSTRAINT pk_jobs, ADD CONSTRAINT pk_jobs PRIMARY KEY (job_id, id);
 
 ALTER TABLE {S}.device_counters ADD COLUMN job_id text;
@@ -75,6 +82,10 @@ ALTER TABLE {S}.device_counters ALTER COLUMN job_id SET NOT NULL,
   ADD CONSTRAINT fk_device_counters_job_id_job_ref_jobs FOREIGN KEY (job_id, job_ref) REFERENCES {S}.jobs (job_id, id)
     ON DELETE CASCADE;
 
+ALTER TABLE {S}.job_evidence ADD CONSTRAINT fk_job_evidence_job_id_job_ref_jobs FOREIGN KEY (job_id, job_ref)
+  REFERENCES {S}.jobs (job_id, id) ON DELETE CASCADE;
+
+ALTER TABLE {S}.verdicts ADD COLUMN cost jsonb GENERATED ALWAYS AS (document -> 'cost') STORED;
 ALTER TABLE {S}.verdicts ADD COLUMN job_id text;
 UPDATE {S}.verdicts v SET job_id = j.job_id FROM {S}.jobs j WHERE j.id = v.job_ref;
 ALTER TABLE {S}.verdicts ALTER COLUMN job_id SET NOT NULL,
@@ -163,7 +174,11 @@ ALTER TABLE {S}.verdicts DROP CONSTRAINT fk_verdicts_job_id_job_ref_jobs,
 ALTER TABLE {S}.device_counters DROP CONSTRAINT fk_device_counters_job_id_job_ref_jobs,
   DROP CONSTRAINT pk_device_counters,
   ADD CONSTRAINT pk_device_counters PRIMARY KEY (job_ref, node, device_kind, device, phase), DROP COLUMN job_id;
+ALTER TABLE {S}.job_evidence DROP CONSTRAINT fk_job_evidence_job_id_job_ref_jobs;
+ALTER TABLE {S}.verdicts DROP COLUMN cost;
 ALTER TABLE {S}.jobs DROP CONSTRAINT pk_jobs, ADD CONSTRAINT pk_jobs PRIMARY KEY (id);
+ALTER TABLE {S}.job_evidence ADD CONSTRAINT fk_job_evidence_job_ref_jobs FOREIGN KEY (job_ref)
+  REFERENCES {S}.jobs (id) ON DELETE CASCADE;
 ALTER TABLE {S}.device_counters ADD CONSTRAINT fk_device_counters_job_ref_jobs FOREIGN KEY (job_ref)
   REFERENCES {S}.jobs (id) ON DELETE CASCADE;
 ALTER TABLE {S}.verdict_symptoms ADD CONSTRAINT fk_verdict_symptoms_verdict_id_verdicts FOREIGN KEY (verdict_id)
@@ -217,11 +232,20 @@ def _grants(upgrade: bool) -> None:
         op.execute(_if_role("attribution_reader", f"REVOKE SELECT ON {tables} FROM attribution_reader"))
     views = ", ".join(f"{S}.{v}" for v in VIEWS)
     op.execute(_if_role("attribution_reader", f"GRANT SELECT ON {views} TO attribution_reader"))
+    # the drain plan at any time (0010's grants, for the function made again)
+    op.execute(f"REVOKE ALL ON FUNCTION {DRAIN_FUNCTION} FROM PUBLIC")
+    for role in ("attribution_reader", "attribution_writer"):
+        op.execute(_if_role(role, f"GRANT EXECUTE ON FUNCTION {DRAIN_FUNCTION} TO {role}"))
+
+
+def _drop_views() -> None:
+    for name in VIEWS:
+        op.execute(f"DROP VIEW {S}.{name}")
+    op.execute(f"DROP FUNCTION {DRAIN_FUNCTION}")
 
 
 def upgrade() -> None:
-    for name in VIEWS:
-        op.execute(f"DROP VIEW {S}.{name}")
+    _drop_views()
     op.execute(UPGRADE)
     for name in reversed(VIEWS):
         op.execute(_view("0007", name))
@@ -229,8 +253,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for name in VIEWS:
-        op.execute(f"DROP VIEW {S}.{name}")
+    _drop_views()
     op.execute(DOWNGRADE)
     for name in reversed(VIEWS):
         op.execute(_view(PREVIOUS.get(name, "0006"), name))

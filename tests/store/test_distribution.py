@@ -89,10 +89,10 @@ def test_foreign_keys_stay_inside_a_colocation_group(store):
     with store.connect() as c:
         rows = c.execute(text(
             "SELECT f.conname, s.relname, d.relname, "
-            "  ARRAY(SELECT a.attname FROM unnest(f.conkey) k JOIN pg_attribute a ON a.attrelid = f.conrelid "
-            "        AND a.attnum = k), "
-            "  ARRAY(SELECT a.attname FROM unnest(f.confkey) k JOIN pg_attribute a ON a.attrelid = f.confrelid "
-            "        AND a.attnum = k) "
+            "  ARRAY(SELECT a.attname FROM unnest(f.conkey) WITH ORDINALITY k(n, i) JOIN pg_attribute a "
+            "        ON a.attrelid = f.conrelid AND a.attnum = k.n ORDER BY k.i), "
+            "  ARRAY(SELECT a.attname FROM unnest(f.confkey) WITH ORDINALITY k(n, i) JOIN pg_attribute a "
+            "        ON a.attrelid = f.confrelid AND a.attnum = k.n ORDER BY k.i) "
             "FROM pg_constraint f JOIN pg_class s ON s.oid = f.conrelid JOIN pg_class d ON d.oid = f.confrelid "
             "JOIN pg_namespace n ON n.oid = s.relnamespace "
             "WHERE n.nspname = :s AND f.contype = 'f' AND NOT s.relispartition"), {"s": S}).all()
@@ -251,8 +251,27 @@ DASHBOARD = {
 }
 
 
+def _functions(conn) -> dict[str, str]:
+    """The body of every SQL function of the schema that reads a table (drain_candidates_at: the drain plan, which
+    the drain_candidates view calls), its arguments made values: a time is now(), anything else NULL."""
+    out = {}
+    for name, src, args, types in conn.execute(text(
+            "SELECT p.proname, p.prosrc, p.proargnames, "
+            "  ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) t) "
+            "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace JOIN pg_language l ON l.oid = p.prolang "
+            "WHERE n.nspname = :s AND l.lanname = 'sql'"), {"s": S}):
+        if not TABLE_REF.search(src):
+            continue
+        for arg, typ in zip(args or (), types):
+            value = "now()" if typ.startswith("timestamp") else f"CAST(NULL AS {typ})"
+            src = re.sub(rf"(?<![.\w]){arg}\b", value, src)
+        out[name] = src.strip().rstrip(";")
+    return out
+
+
 def _queries(conn) -> dict[str, tuple[str, dict]]:
     out = {f"view {v}": (f"SELECT * FROM attribution.{v}", {}) for v in _views(conn)}
+    out.update({f"function {f}": (sql, {}) for f, sql in _functions(conn).items()})
     for q in sorted((ROOT / "sql" / "queries").glob("*.sql")):
         out[f"query {q.stem}"] = (q.read_text(), {})
     dash = json.loads((ROOT / "sql" / "grafana" / "attribution-fleet.json").read_text())
@@ -269,7 +288,8 @@ def test_no_correlated_subquery_reads_a_distributed_table(recorded):
     engine, _ = recorded
     with engine.connect() as c:
         queries = _queries(c)
-        assert {"view gpu_counters_latest", "view drain_candidates", "browse node failed jobs"} <= set(queries)
+        assert {"view gpu_counters_latest", "view drain_candidates", "function drain_candidates_at",
+                "view lost_gpu_hours", "view failure_recurrence", "browse node failed jobs"} <= set(queries)
         for name, (sql, params) in queries.items():
             plan_json = c.execute(text(f"EXPLAIN (FORMAT JSON) {sql}"), params).scalar()
             doc = plan_json if isinstance(plan_json, list) else json.loads(plan_json)

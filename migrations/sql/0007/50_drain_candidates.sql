@@ -1,14 +1,23 @@
--- The nodes the current drain policy (rules/drain-policy.yaml, loaded into drain_policies/drain_conditions by
--- `attribution drain plan|apply`) would drain now: one row per node, with a reason fit for Slurm's Reason field,
+-- The nodes a drain policy (rules/drain-policy.yaml, loaded into drain_policies/drain_conditions by
+-- `attribution drain plan|apply`) would drain at a time: one row per node, with a reason fit for Slurm's Reason field,
 -- the evidence (every condition met, its events and jobs) and a score (the sum of the met conditions' scores).
--- Only infrastructure causes count; evidence older than a condition's window, or from before the node was
+-- Only infrastructure causes count, and only system-written evidence (kernel, Fabric Manager, scheduler state,
+-- telemetry): an event from job output, or a culprit that only job output names, never drains a node
+-- (spec/verdict.md "Evidence a user could have written"). Evidence older than a condition's window, or from before the node was
 -- resumed (`attribution drain resume`), does not. `attribution drain plan` is a SELECT from this view.
+-- The view is the plan now; `attribution drain plan --as-of T` and `drain backtest` call the function with a past
+-- time (and a policy version): evidence after T does not count, nor a resume after T. Events already marked
+-- handled are left out whenever they were handled (the partial index on unhandled causes stays usable).
 -- Distributable (docs/store.md): the two MATERIALIZED steps each read one co-location group (a node's recent
 -- causes with their job links, by node_key; the failed jobs with their verdicts, by job_id) and are computed on
 -- the shards; what follows combines their few rows; no correlated subquery reads a table.
-CREATE VIEW attribution.drain_candidates AS
+CREATE FUNCTION attribution.drain_candidates_at(as_of timestamptz, policy_version text DEFAULT NULL)
+RETURNS TABLE (cluster text, node text, reason text, evidence jsonb, score real)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $fn$
 WITH policy AS (
-    SELECT version, reason_prefix FROM attribution.drain_policies ORDER BY loaded_at DESC, version LIMIT 1
+    SELECT version, reason_prefix FROM attribution.drain_policies
+    WHERE policy_version IS NULL OR version = policy_version ORDER BY loaded_at DESC, version LIMIT 1
 ), cond AS (
     SELECT c.*, p.reason_prefix FROM attribution.drain_conditions c JOIN policy p ON p.version = c.policy_version
 ), event_groups AS MATERIALIZED (
@@ -27,11 +36,11 @@ WITH policy AS (
     FROM cond c
     JOIN attribution.events e
       ON e.kind = ANY (c.kinds)
-     AND e.occurred_at >= now() - make_interval(days => c.window_days)
+     AND e.occurred_at >= as_of - make_interval(days => c.window_days)
      -- the widest window, as a constant for the planner: only the partitions and index range it covers are read
-     AND e.occurred_at >= now() - make_interval(days => (SELECT max(window_days) FROM cond))
-     AND e.occurred_at <= now()
-     AND e.role = 'cause' AND e.handled_at IS NULL AND e.node IS NOT NULL
+     AND e.occurred_at >= as_of - make_interval(days => (SELECT max(window_days) FROM cond))
+     AND e.occurred_at <= as_of
+     AND e.role = 'cause' AND e.handled_at IS NULL AND e.node IS NOT NULL AND e.evidence = 'system'
      AND coalesce(e.outcome, '') IN ('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')
     LEFT JOIN attribution.event_jobs ej ON ej.node_key = e.node_key AND ej.event_id = e.id
     WHERE c.kinds IS NOT NULL
@@ -41,14 +50,14 @@ WITH policy AS (
     SELECT j.cluster, n.node, c.condition_id, c.label, c.score, c.reason_prefix, c.culprit_distinct, c.min_count,
            j.id, j.job_id, j.end_time, j.user_name
     FROM cond c
-    JOIN attribution.jobs j ON j.end_time >= now() - make_interval(days => c.window_days) AND j.end_time <= now()
-     AND j.end_time >= now() - make_interval(days => (SELECT max(window_days) FROM cond))
+    JOIN attribution.jobs j ON j.end_time >= as_of - make_interval(days => c.window_days) AND j.end_time <= as_of
+     AND j.end_time >= as_of - make_interval(days => (SELECT max(window_days) FROM cond))
     JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id
-    CROSS JOIN LATERAL unnest(v.culprit_nodes) AS n(node)
+    CROSS JOIN LATERAL unnest(v.culprit_nodes, v.culprit_evidence) AS n(node, evidence)
     LEFT JOIN attribution.node_resumes r ON r.cluster = j.cluster AND r.node = n.node
-    WHERE c.culprit_distinct IS NOT NULL
+    WHERE c.culprit_distinct IS NOT NULL AND n.evidence = 'system'
       AND v.outcome IN ('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')
-      AND j.end_time > coalesce(r.resumed_at, '-infinity')
+      AND j.end_time > coalesce(CASE WHEN r.resumed_at <= as_of THEN r.resumed_at END, '-infinity')
 ), matches AS MATERIALIZED (
     SELECT cluster, node, gpu, condition_id, label, score, reason_prefix, kind, code, last_job_id, last_seen,
            event_ids, job_refs
@@ -92,4 +101,8 @@ SELECT r.cluster,
        ev.score
 FROM ranked r
 JOIN evidence ev ON ev.cluster = r.cluster AND ev.node = r.node
-WHERE r.pick = 1;
+WHERE r.pick = 1
+$fn$;
+
+CREATE VIEW attribution.drain_candidates AS
+SELECT cluster, node, reason, evidence, score FROM attribution.drain_candidates_at(now());
