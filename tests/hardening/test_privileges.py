@@ -33,9 +33,10 @@ from tests.harness.hooknode import BIN, HOOK_ENV, Node
 pytestmark = pytest.mark.slow  # database roles, grants and migrations on real servers
 
 WRITER, READER = "attribution_writer", "attribution_reader"
-#: What ingest writes (attribution/store/writer.py); 0004 added the two rollups after 0002, 0007 event_jobs.
+#: What ingest writes (attribution/store/writer.py); 0004 added the two rollups after 0002, 0010 the evidence kept
+#: for replay, 0007 event_jobs.
 INGEST_TABLES = {"jobs", "events", "job_events", "verdicts", "verdict_symptoms", "coverage", "fault_weeks",
-                 "rule_packs", "fault_series", "failed_roots", "device_counters", "event_jobs"}
+                 "rule_packs", "fault_series", "failed_roots", "device_counters", "job_evidence", "event_jobs"}
 UTC = timezone.utc
 
 
