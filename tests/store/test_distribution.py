@@ -252,19 +252,29 @@ DASHBOARD = {
 
 
 def _functions(conn) -> dict[str, str]:
-    """The body of every SQL function of the schema that reads a table (drain_candidates_at: the drain plan, which
-    the drain_candidates view calls), its arguments made values: a time is now(), anything else NULL."""
+    """The query of every function of the schema that reads a table (drain_candidates_at: the drain plan, which
+    the drain_candidates view calls), its arguments made values: a time is now(), anything else NULL. A SQL
+    function's body; a PL/pgSQL one's `RETURN QUERY EXECUTE format($q$...$q$, args)` (Citus plans no query with
+    parameters in a function, so the values go in as literals)."""
     out = {}
-    for name, src, args, types in conn.execute(text(
-            "SELECT p.proname, p.prosrc, p.proargnames, "
+    for name, lang, src, args, types in conn.execute(text(
+            "SELECT p.proname, l.lanname, p.prosrc, p.proargnames, "
             "  ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) t) "
             "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace JOIN pg_language l ON l.oid = p.prolang "
-            "WHERE n.nspname = :s AND l.lanname = 'sql'"), {"s": S}):
+            "WHERE n.nspname = :s AND l.lanname IN ('sql', 'plpgsql')"), {"s": S}):
         if not TABLE_REF.search(src):
             continue
-        for arg, typ in zip(args or (), types):
-            value = "now()" if typ.startswith("timestamp") else f"CAST(NULL AS {typ})"
-            src = re.sub(rf"(?<![.\w]){arg}\b", value, src)
+        values = {a: "now()" if t.startswith("timestamp") else f"CAST(NULL AS {t})" for a, t in zip(args or (), types)}
+        if lang == "plpgsql":
+            m = re.search(r"RETURN QUERY EXECUTE format\(\$q\$(.*?)\$q\$,([^)]*)\)", src, re.S)
+            if m is None:
+                continue  # DDL and maintenance (ensure_event_partitions): no query a view or a plan reads
+            src = m.group(1)
+            for i, arg in enumerate(a.strip() for a in m.group(2).split(",")):
+                src = src.replace(f"%{i + 1}$L", values[arg])
+        else:
+            for arg, value in values.items():
+                src = re.sub(rf"(?<![.\w]){arg}\b", value, src)
         out[name] = src.strip().rstrip(";")
     return out
 

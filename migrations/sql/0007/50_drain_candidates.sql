@@ -13,11 +13,15 @@
 -- the shards; what follows combines their few rows; no correlated subquery reads a table.
 CREATE FUNCTION attribution.drain_candidates_at(as_of timestamptz, policy_version text DEFAULT NULL)
 RETURNS TABLE (cluster text, node text, reason text, evidence jsonb, score real)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $fn$
+BEGIN
+-- the query with the time and the policy as literals: Citus plans no query of a function that has parameters
+-- ("could not create distributed plan", measured), and the planner prunes to the months the window covers
+RETURN QUERY EXECUTE format($q$
 WITH policy AS (
     SELECT version, reason_prefix FROM attribution.drain_policies
-    WHERE policy_version IS NULL OR version = policy_version ORDER BY loaded_at DESC, version LIMIT 1
+    WHERE CAST(%2$L AS text) IS NULL OR version = CAST(%2$L AS text) ORDER BY loaded_at DESC, version LIMIT 1
 ), cond AS (
     SELECT c.*, p.reason_prefix FROM attribution.drain_conditions c JOIN policy p ON p.version = c.policy_version
 ), event_groups AS MATERIALIZED (
@@ -36,10 +40,10 @@ WITH policy AS (
     FROM cond c
     JOIN attribution.events e
       ON e.kind = ANY (c.kinds)
-     AND e.occurred_at >= as_of - make_interval(days => c.window_days)
+     AND e.occurred_at >= CAST(%1$L AS timestamptz) - make_interval(days => c.window_days)
      -- the widest window, as a constant for the planner: only the partitions and index range it covers are read
-     AND e.occurred_at >= as_of - make_interval(days => (SELECT max(window_days) FROM cond))
-     AND e.occurred_at <= as_of
+     AND e.occurred_at >= CAST(%1$L AS timestamptz) - make_interval(days => (SELECT max(window_days) FROM cond))
+     AND e.occurred_at <= CAST(%1$L AS timestamptz)
      AND e.role = 'cause' AND e.handled_at IS NULL AND e.node IS NOT NULL AND e.evidence = 'system'
      AND coalesce(e.outcome, '') IN ('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')
     LEFT JOIN attribution.event_jobs ej ON ej.node_key = e.node_key AND ej.event_id = e.id
@@ -50,14 +54,14 @@ WITH policy AS (
     SELECT j.cluster, n.node, c.condition_id, c.label, c.score, c.reason_prefix, c.culprit_distinct, c.min_count,
            j.id, j.job_id, j.end_time, j.user_name
     FROM cond c
-    JOIN attribution.jobs j ON j.end_time >= as_of - make_interval(days => c.window_days) AND j.end_time <= as_of
-     AND j.end_time >= as_of - make_interval(days => (SELECT max(window_days) FROM cond))
+    JOIN attribution.jobs j ON j.end_time >= CAST(%1$L AS timestamptz) - make_interval(days => c.window_days) AND j.end_time <= CAST(%1$L AS timestamptz)
+     AND j.end_time >= CAST(%1$L AS timestamptz) - make_interval(days => (SELECT max(window_days) FROM cond))
     JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id
     CROSS JOIN LATERAL unnest(v.culprit_nodes, v.culprit_evidence) AS n(node, evidence)
     LEFT JOIN attribution.node_resumes r ON r.cluster = j.cluster AND r.node = n.node
     WHERE c.culprit_distinct IS NOT NULL AND n.evidence = 'system'
       AND v.outcome IN ('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')
-      AND j.end_time > coalesce(CASE WHEN r.resumed_at <= as_of THEN r.resumed_at END, '-infinity')
+      AND j.end_time > coalesce(CASE WHEN r.resumed_at <= CAST(%1$L AS timestamptz) THEN r.resumed_at END, '-infinity')
 ), matches AS MATERIALIZED (
     SELECT cluster, node, gpu, condition_id, label, score, reason_prefix, kind, code, last_job_id, last_seen,
            event_ids, job_refs
@@ -102,6 +106,8 @@ SELECT r.cluster,
 FROM ranked r
 JOIN evidence ev ON ev.cluster = r.cluster AND ev.node = r.node
 WHERE r.pick = 1
+$q$, as_of, policy_version);
+END
 $fn$;
 
 CREATE VIEW attribution.drain_candidates AS
