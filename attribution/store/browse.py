@@ -145,21 +145,28 @@ FROM attribution.gpu_counters_latest WHERE cluster = :cluster AND node = :node O
 
 #: Each InfiniBand port's newest epilog counters (index on cluster, node, device_kind, device, taken_at).
 NODE_PORT_COUNTERS = """
-SELECT DISTINCT ON (d.device) d.device AS port, d.taken_at, j.job_id AS last_job_id, d.counters
-FROM attribution.device_counters d JOIN attribution.jobs j ON j.id = d.job_ref
+SELECT DISTINCT ON (d.device) d.device AS port, d.taken_at, d.job_id AS last_job_id, d.counters
+FROM attribution.device_counters d
 WHERE d.cluster = :cluster AND d.node = :node AND d.device_kind = 'ib_port' AND d.phase = 'epilog'
 ORDER BY d.device, d.taken_at DESC NULLS LAST, d.stored_at DESC LIMIT :lim"""
 
 #: The node's counter-derived events (rules/counters.yaml), newest first, each with one job that saw it.
 NODE_COUNTER_EVENTS = """
 SELECT e.occurred_at, e.kind, e.role, e.outcome, e.gpu, e.fields ->> 'device' AS device, e.rule, e.message,
-       e.fields ->> 'window' AS window, j.cluster, j.job_id, j.start_time AS job_start
+       e.fields ->> 'window' AS window, CASE WHEN l.job_ref IS NOT NULL THEN e.cluster END AS cluster, l.job_id,
+       l.job_ref
 FROM attribution.events e
+-- the first job that saw the event, from its links kept beside it (event_jobs, by node_key: on the event's shard)
 LEFT JOIN LATERAL (
-    SELECT jj.cluster, jj.job_id, jj.start_time FROM attribution.job_events je
-    JOIN attribution.jobs jj ON jj.id = je.job_ref WHERE je.event_id = e.id ORDER BY jj.id LIMIT 1) j ON true
-WHERE e.cluster = :cluster AND e.node = :node AND e.source = :source AND e.occurred_at >= :since
+    SELECT min(ej.job_ref) AS job_ref, (array_agg(ej.job_id ORDER BY ej.job_ref))[1] AS job_id
+    FROM attribution.event_jobs ej WHERE ej.node_key = e.node_key AND ej.event_id = e.id) l ON true
+WHERE e.node_key = :node AND e.cluster = :cluster AND e.node = :node AND e.source = :source
+  AND e.occurred_at >= :since
 ORDER BY e.occurred_at DESC, e.id DESC LIMIT :lim"""
+#: The start of each job a counter event names (routed by job_id), for the links to the job's page.
+JOB_STARTS = """
+SELECT job_id, id, start_time FROM attribution.jobs
+WHERE job_id = ANY (CAST(:jids AS text[])) AND id = ANY (CAST(:refs AS bigint[]))"""
 #: What the counter rules' events are stored under (extract.counters.TELEMETRY_SOURCE; the store imports no
 #: extract module)
 TELEMETRY_SOURCE = "telemetry"
@@ -172,7 +179,15 @@ def node_telemetry(conn: Connection, cluster: str, node: str, since: datetime, l
     gpus = [json_row(r) for r in conn.execute(text(NODE_GPU_COUNTERS), p).mappings()]
     ports = [json_row(r) for r in conn.execute(text(NODE_PORT_COUNTERS), p).mappings()]
     rows = conn.execute(text(NODE_COUNTER_EVENTS), {**p, "source": TELEMETRY_SOURCE, "lim": limit + 1}).mappings().all()
-    return {"gpu_counters": gpus, "port_counters": ports, "counter_events": [json_row(r) for r in rows[:limit]],
+    refs = sorted({(r["job_id"], r["job_ref"]) for r in rows[:limit] if r["job_ref"] is not None})
+    starts = {(j, i): t for j, i, t in conn.execute(text(JOB_STARTS), {
+        "jids": [j for j, _ in refs], "refs": [i for _, i in refs]})} if refs else {}
+    events = []
+    for r in rows[:limit]:
+        row = {k: v for k, v in r.items() if k != "job_ref"}
+        row["job_start"] = starts.get((r["job_id"], r["job_ref"]))
+        events.append(json_row(row))
+    return {"gpu_counters": gpus, "port_counters": ports, "counter_events": events,
             "counter_events_truncated": len(rows) > limit}
 
 

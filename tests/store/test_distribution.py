@@ -166,6 +166,7 @@ def recorded(pg_server, pg_template, ruleset, tmp_path_factory):
             browse.list_jobs(c, browse.JobFilter(cluster="demo", outcome=browse.FAILED, node=rows[0]["culprit_nodes"]
                                                  [0] if rows and rows[0]["culprit_nodes"] else "dgx017"), limit=5)
             browse.node_history(c, "demo", "dgx017", now)
+            browse.node_telemetry(c, "demo", "dgx017", datetime(2020, 1, 1, tzinfo=timezone.utc))
             browse.clusters(c)
             browse.node_clusters(c, "dgx017")
             store_alerts.new_verdicts(c, 0, 10)
@@ -246,6 +247,11 @@ DASHBOARD = {
                                                           "since": datetime(2020, 1, 1, tzinfo=timezone.utc)}),
     "browse node drains": (browse.NODE_DRAINS, {"cluster": "demo", "node": "dgx017", "lim": 10}),
     "browse node candidate": (browse.NODE_CANDIDATE, {"cluster": "demo", "node": "dgx017"}),
+    "browse node gpu counters": (browse.NODE_GPU_COUNTERS, {"cluster": "demo", "node": "dgx017", "lim": 10}),
+    "browse node port counters": (browse.NODE_PORT_COUNTERS, {"cluster": "demo", "node": "dgx017", "lim": 10}),
+    "browse node counter events": (browse.NODE_COUNTER_EVENTS, {"cluster": "demo", "node": "dgx017", "lim": 10,
+                                                                "source": "telemetry",
+                                                                "since": datetime(2020, 1, 1, tzinfo=timezone.utc)}),
     "alerts verdicts": (store_alerts.VERDICTS, {"after": 0, "lim": 10}),
     "alerts drains": (store_alerts.DRAINS, {"after": 0, "lim": 10}),
 }
