@@ -188,7 +188,8 @@ def test_the_units_pass_systemd_analyze_verify(tmp_path):
     assert r.returncode == 0 and not ours, r.stdout + r.stderr
     names = {u.name for u in UNITS}
     assert {"attribution.service", "attribution-spool-flush.service", "attribution-spool-flush.timer",
-            "attribution-attribute-pending.service", "attribution-attribute-pending.timer"} <= names
+            "attribution-attribute-pending.service", "attribution-attribute-pending.timer",
+            "attribution-prune.service", "attribution-prune.timer"} <= names
     assert "LimitNOFILE=65536" in (ROOT / "hooks" / "systemd" / "attribution.service").read_text()
 
 

@@ -124,6 +124,50 @@ def db_drop_events_month(ctx: click.Context, month: str) -> None:
     click.echo(f"{month}: dropped {n['events']} event(s), {n['job_events']} job link(s)")
 
 
+@db.command("prune")
+@click.option("--older-than", "older_than", required=True, metavar="AGE",
+              help="What ended or happened before this is removed: 180d, 26w, or a time (2026-01-01, now-180d).")
+@click.option("--batch", default=5000, show_default=True, help="Rows per delete transaction.")
+@click.option("--lock-timeout", "lock_timeout", default=2.0, show_default=True,
+              help="Seconds a month's detach may wait for its lock on events (then it is left for the next run).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
+@click.pass_context
+def db_prune(ctx: click.Context, older_than: str, batch: int, lock_timeout: float, as_json: bool) -> None:
+    """Retention: drop the months of events before a cutoff and delete the jobs (with their verdicts, coverage,
+    links, counters and kept evidence) that ended before it, in short transactions that never block ingest for
+    long. Rollups, drain audit and resumes are kept. The default policy (hooks/systemd/attribution-prune.timer):
+    weekly, --older-than 180d."""
+    import json
+    from datetime import datetime, timezone
+
+    import re
+
+    from attribution.errors import InputError
+    from attribution.store.retention import prune
+    from attribution.errors import TimeError
+    from attribution.timeparse import parse_when
+
+    now = datetime.now(timezone.utc)
+    value = older_than.strip()
+    try:  # an age (180d) is that long before now; anything else is a time as every command takes one
+        cutoff = parse_when(f"now-{value}" if re.fullmatch(r"\d{1,6}[smhdw]", value) else value, now)
+    except TimeError as exc:
+        raise InputError("--older-than", str(exc)) from None
+    if cutoff > now:
+        raise InputError(older_than, "the cutoff is in the future")
+    if batch < 1:
+        raise InputError(str(batch), "--batch must be a positive number")
+    with open_store(ctx, auto_migrate=False) as engine:
+        res = prune(engine, cutoff, batch=batch, lock_timeout_ms=int(lock_timeout * 1000),
+                    progress=None if as_json else click.echo)
+    if as_json:
+        click.echo(json.dumps(res.as_dict(), indent=2))
+        return
+    click.echo(f"before {cutoff:%Y-%m-%dT%H:%M:%SZ}: {len(res.months)} month(s) dropped, {res.events} event(s), "
+               f"{res.job_links} job link(s), {res.jobs} job(s), {res.alert_keys} alert key(s)"
+               + (f"; left for the next run (events busy): {', '.join(res.months_left)}" if res.months_left else ""))
+
+
 @db.command("start")
 @click.pass_context
 def db_start(ctx: click.Context) -> None:
