@@ -8,21 +8,26 @@ ATTRIBUTION_STARTED_US=${EPOCHREALTIME//[.,]/}             # bash 5: microsecond
 
 # hook.env is sourced by hooks that run as root: it is read only when it and its folder can be changed by no one
 # but root or the user this hook runs as (not writable by group or others; a folder may be sticky, like /tmp).
-# Otherwise it is ignored, the defaults apply and the refusal is logged.
+# Otherwise it is ignored, the defaults apply and the refusal is logged. Returns 0 (and sets
+# ATTRIBUTION_ENV_REFUSED to the reason) when refused.
 attribution_env_refusal() {
   local f d line uid mode what
-  f=$(readlink -f -- "$1" 2>/dev/null) || { echo "cannot resolve $1"; return 0; }
+  f=$1
+  # resolved only when a link could lead elsewhere (one process fewer on every job otherwise)
+  if [ -L "$f" ] || [ -L "${f%/*}" ] || [ "${f#/}" = "$f" ]; then
+    f=$(readlink -f -- "$1" 2>/dev/null) || { ATTRIBUTION_ENV_REFUSED="cannot resolve $1"; return 0; }
+  fi
   d=${f%/*}
   for what in "$f" "${d:-/}"; do
-    line=$(stat -c '%u %a' -- "$what" 2>/dev/null) || { echo "cannot stat $what"; return 0; }
+    line=$(stat -c '%u %a' -- "$what" 2>/dev/null) || { ATTRIBUTION_ENV_REFUSED="cannot stat $what"; return 0; }
     uid=${line% *} mode=${line#* }
-    case "$uid$mode" in *[!0-9]*) echo "unreadable mode of $what"; return 0 ;; esac
+    case "$uid$mode" in *[!0-9]*) ATTRIBUTION_ENV_REFUSED="unreadable mode of $what"; return 0 ;; esac
     if [ "$uid" != 0 ] && [ "$uid" != "$EUID" ]; then
-      echo "$what is owned by uid $uid, not by root"; return 0
+      ATTRIBUTION_ENV_REFUSED="$what is owned by uid $uid, not by root"; return 0
     fi
     if [ $((8#$mode & 8#022)) != 0 ]; then
-      [ "$what" = "$f" ] && { echo "$what is writable by group or others (mode $mode)"; return 0; }
-      [ $((8#$mode & 8#1000)) = 0 ] && { echo "$what is writable by group or others (mode $mode)"; return 0; }
+      [ "$what" = "$f" ] && { ATTRIBUTION_ENV_REFUSED="$what is writable by group or others (mode $mode)"; return 0; }
+      [ $((8#$mode & 8#1000)) = 0 ] && { ATTRIBUTION_ENV_REFUSED="$what is writable by group or others (mode $mode)"; return 0; }
     fi
   done
   return 1
@@ -30,15 +35,11 @@ attribution_env_refusal() {
 
 ATTRIBUTION_HOOK_ENV=${ATTRIBUTION_HOOK_ENV:-/etc/attribution/hook.env}
 ATTRIBUTION_ENV_REFUSED=
-if [ -r "$ATTRIBUTION_HOOK_ENV" ]; then
-  if ATTRIBUTION_ENV_REFUSED=$(attribution_env_refusal "$ATTRIBUTION_HOOK_ENV"); then
-    :  # refused: logged once the log's path is known
-  else
-    ATTRIBUTION_ENV_REFUSED=
-    # shellcheck disable=SC1090
-    . "$ATTRIBUTION_HOOK_ENV"
-  fi
-fi
+# (no command substitution: the check sets ATTRIBUTION_ENV_REFUSED itself, one subshell fewer on every job)
+if [ -r "$ATTRIBUTION_HOOK_ENV" ] && ! attribution_env_refusal "$ATTRIBUTION_HOOK_ENV"; then
+  # shellcheck disable=SC1090
+  . "$ATTRIBUTION_HOOK_ENV"
+fi  # refused: logged once the log's path is known
 
 : "${ATTRIBUTION_BIN:=/usr/local/bin/attribution}"        # the attribution command (e.g. in a venv)
 : "${ATTRIBUTION_BUDGET:=20}"                            # seconds; keep well under PrologEpilogTimeout
