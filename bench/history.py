@@ -37,13 +37,14 @@ def weeks_of(events: int, events_per_job: int = EVENTS_PER_JOB) -> float:
     return events / events_per_job / JOBS_PER_WEEK
 
 
-def fill(engine: Engine, start_index: int, count: int, events_per_job: int = EVENTS_PER_JOB) -> None:
+def fill(engine: Engine, start_index: int, count: int, events_per_job: int = EVENTS_PER_JOB,
+         cause_every: int = CAUSE_EVERY, context_every: int = CONTEXT_EVERY) -> None:
     """Events start_index .. start_index+count-1, going back in time from the ones before. Job k owns events
-    k*events_per_job .. (k+1)*events_per_job-1 and ends in the k-th slot of 1/JOBS_PER_WEEK weeks before now."""
+    k*events_per_job .. (k+1)*events_per_job-1 and ends in the k-th slot of 1/JOBS_PER_WEEK weeks before now.
+    One event in `cause_every` is a hardware cause, one in `context_every` a context event."""
     per_job = events_per_job
     lo, hi = start_index, start_index + count - 1
     slot = 7 * 86400 // JOBS_PER_WEEK  # seconds between two job ends
-    cause_every, context_every = CAUSE_EVERY, CONTEXT_EVERY
     weeks = int(weeks_of(start_index + count, per_job)) + 1
     with engine.begin() as c:
         c.execute(text("SET LOCAL statement_timeout = 0"))
