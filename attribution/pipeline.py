@@ -42,13 +42,18 @@ def diagnose_observations(ruleset: RuleSet, ctx: ExecutionContext, observations:
     return Diagnosis(ctx, tuple(events), tuple(coverage), verdict)
 
 
-def diagnose_bundle(ruleset: RuleSet, bundle: Path, max_symptoms: int | None = None) -> Diagnosis:
+def open_bundle(bundle: Path) -> tuple[Path, ExecutionContext]:
+    """The bundle's folder and its context, or InputError naming what is wrong with it."""
     bundle = Path(bundle)
     if not bundle.exists():
         raise InputError(str(bundle), "no such bundle")
     if not bundle.is_dir():
         raise InputError(str(bundle), "not a directory (an incident bundle is a folder with context.yaml)")
-    ctx = load_context(bundle / "context.yaml")
+    return bundle, load_context(bundle / "context.yaml")
+
+
+def diagnose_bundle(ruleset: RuleSet, bundle: Path, max_symptoms: int | None = None) -> Diagnosis:
+    bundle, ctx = open_bundle(bundle)
     observations, coverage = collect_bundle(bundle, ctx, ruleset.prefilter)
     snaps, tcov = collect_bundle_telemetry(bundle, ctx.nodes)
     return diagnose_observations(ruleset, ctx, observations, coverage + tcov, max_symptoms,
@@ -69,12 +74,7 @@ def diagnose_bundle_folded(ruleset: RuleSet, bundle: Path, listed: int = LISTED_
     from attribution.extract.events import believable_window, extract_one, untrusted_time_dropped
     from attribution.timeparse import resolve_zone
 
-    bundle = Path(bundle)
-    if not bundle.exists():
-        raise InputError(str(bundle), "no such bundle")
-    if not bundle.is_dir():
-        raise InputError(str(bundle), "not a directory (an incident bundle is a folder with context.yaml)")
-    ctx = load_context(bundle / "context.yaml")
+    bundle, ctx = open_bundle(bundle)
     zone = resolve_zone(ctx.timezone)
     lo, hi = believable_window(ruleset, ctx)
     digest = SymptomDigest(ruleset.graph, ctx, listed)

@@ -13,11 +13,12 @@ import os
 import time
 from pathlib import Path
 
+from attribution.node.spool import SUFFIX
+
 __all__ = ["DEFAULT_DIR", "render_spool", "textfile_dir", "write_spool"]
 
 DEFAULT_DIR = Path("/var/lib/node_exporter/textfile_collector")
 NAME = "attribution_spool.prom"
-SUFFIX = ".spool"
 
 
 def textfile_dir(environ=os.environ) -> Path | None:

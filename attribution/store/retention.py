@@ -122,11 +122,6 @@ def _batched(engine: Engine, sql: str, params: dict, batch: int) -> int:
             return total
 
 
-def _has(engine: Engine, name: str) -> bool:
-    with engine.connect() as c:
-        return bool(c.execute(text("SELECT to_regclass(:n) IS NOT NULL"), {"n": f"{S}.{name}"}).scalar())
-
-
 def prune(engine: Engine, cutoff: datetime, *, batch: int = 5000, lock_timeout_ms: int = 2000,
           tries: int = 3, progress=None) -> PruneResult:
     """Remove what is older than `cutoff` (see the module's doc). Safe to run again; returns what it removed."""
@@ -160,18 +155,16 @@ def prune(engine: Engine, cutoff: datetime, *, batch: int = 5000, lock_timeout_m
     res.job_links += _batched(engine, f"DELETE FROM {S}.job_events WHERE (job_id, job_ref, event_id) IN ("
                                       f"SELECT job_id, job_ref, event_id FROM {S}.job_events "
                                       "WHERE event_time < :cut LIMIT :n)", {"cut": cutoff}, batch)
-    if _has(engine, "event_jobs"):
-        res.event_links += _batched(engine, f"DELETE FROM {S}.event_jobs WHERE (node_key, event_id, job_ref) IN ("
-                                            f"SELECT node_key, event_id, job_ref FROM {S}.event_jobs "
-                                            "WHERE event_time < :cut LIMIT :n)", {"cut": cutoff}, batch)
+    res.event_links += _batched(engine, f"DELETE FROM {S}.event_jobs WHERE (node_key, event_id, job_ref) IN ("
+                                        f"SELECT node_key, event_id, job_ref FROM {S}.event_jobs "
+                                        "WHERE event_time < :cut LIMIT :n)", {"cut": cutoff}, batch)
     res.jobs = _batched(engine, f"DELETE FROM {S}.jobs WHERE (job_id, id) IN (SELECT job_id, id FROM {S}.jobs "
                                 "WHERE coalesce(end_time, start_time) < :cut LIMIT :n)", {"cut": cutoff},
                         max(1, batch // 10))
     say(f"{res.jobs} job(s) ended before {cutoff:%Y-%m-%d}")
-    if _has(engine, "alert_keys"):
-        with engine.begin() as c:
-            res.alert_keys = c.execute(text(f"DELETE FROM {S}.alert_keys WHERE sent_at < :cut"),
-                                       {"cut": cutoff}).rowcount or 0
+    with engine.begin() as c:
+        res.alert_keys = c.execute(text(f"DELETE FROM {S}.alert_keys WHERE sent_at < :cut"),
+                                   {"cut": cutoff}).rowcount or 0
     return res
 
 
