@@ -120,9 +120,9 @@ def fill(engine: Engine, start_index: int, count: int, events_per_job: int = EVE
               SELECT job_id, job_ref, outcome, 'high', 'drain_node', id, kind, code, node, gpu, occurred_at,
                      ARRAY[node],
                      'generated', 'bench', md5(job_ref::text), '{}'::jsonb
-              FROM roots RETURNING id, job_id, job_ref
+              FROM roots RETURNING id, job_id, job_ref, outcome
             )
-            UPDATE attribution.jobs j SET current_verdict_id = v.id FROM v
+            UPDATE attribution.jobs j SET current_verdict_id = v.id, current_outcome = v.outcome FROM v
             WHERE j.job_id = v.job_id AND j.id = v.job_ref"""))
         rebuild_rollups(c)
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:

@@ -2,7 +2,7 @@
 
 What the dashboard and `/v1/jobs`, `/v1/nodes/{cluster}/{node}` answer from. Plain functions over a Connection;
 rows come back JSON-ready (times as ISO 8601 UTC text). Every query is bounded by its LIMIT and served by an
-index (migration 0009): the list walks jobs newest first on (job time, id) and stops at the page size, so a page
+index (migrations 0009 and 0013): the list walks jobs newest first on (job time, id) and stops at the page size, so a page
 costs the same with a thousand jobs or a million.
 """
 
@@ -78,9 +78,9 @@ def list_jobs(conn: Connection, where: JobFilter, limit: int = 50,
         clauses.append("j.cluster = :cluster")
         params["cluster"] = where.cluster
     if where.outcome == FAILED:
-        clauses.append("v.outcome IS DISTINCT FROM 'none'")
+        clauses.append("j.current_outcome IS DISTINCT FROM 'none'")
     elif where.outcome is not None:
-        clauses.append("v.outcome = :outcome")
+        clauses.append("j.current_outcome = :outcome")
         params["outcome"] = where.outcome
     if where.node is not None:
         clauses.append("j.nodes @> ARRAY[CAST(:node AS text)]")

@@ -95,6 +95,7 @@ class Job(Base):
         Index("ix_jobs_cluster_job_time", "cluster", text("coalesce(end_time, start_time)"), "id"),
         Index("ix_jobs_user_job_time", "user_name", text("coalesce(end_time, start_time)"), "id"),
         Index("ix_jobs_nodes", "nodes", postgresql_using="gin"),
+        Index("ix_jobs_outcome_job_time", "current_outcome", text("coalesce(end_time, start_time)"), "id"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=False))
@@ -113,6 +114,8 @@ class Job(Base):
     context_source: Mapped[str] = mapped_column(Text)
     context_rank: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
     current_verdict_id: Mapped[int | None] = mapped_column(BigInteger)
+    #: the current verdict's outcome (set with current_verdict_id): the job list's outcome filter (migration 0013)
+    current_outcome: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
     updated_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
     #: evidence was stored after the current verdict was computed; whoever attributes next clears it

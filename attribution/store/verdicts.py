@@ -52,8 +52,8 @@ class JobVerdicts:
              "ex": verdict.explanation, "rv": verdict.rules_version, "dg": digest,
              "doc": json.dumps(document)}).scalar_one()
         self._save_roles(verdict, vid, ids)
-        self.conn.execute(text("UPDATE attribution.jobs SET current_verdict_id = :v, updated_at = now() "
-                               "WHERE job_id = :jid AND id = :id"), self._key(v=vid))
+        self.conn.execute(text("UPDATE attribution.jobs SET current_verdict_id = :v, current_outcome = :o, updated_at = now() "
+                               "WHERE job_id = :jid AND id = :id"), self._key(v=vid, o=verdict.outcome))
         old_key = _root_key(self.ctx.cluster, *cur[2:]) if cur is not None else None
         new_key = None
         if root is not None:

@@ -72,11 +72,7 @@ def test_the_store_holds_what_the_test_claims(big_store):
 @pytest.mark.parametrize("where", [
     browse.JobFilter(),
     browse.JobFilter(outcome="failed"),
-    pytest.param(browse.JobFilter(cluster="fleet", outcome="gpu_hardware"), marks=pytest.mark.xfail(
-        strict=True, reason="open defect (issue 22 meets issue 21): since the Citus keys, jobs join verdicts on "
-        "(job_id, id); plain PostgreSQL multiplies the two equalities' selectivities, estimates 1 row for the join "
-        "and, for a filter on the verdict's outcome, hash-joins and sorts all 100,000 jobs instead of walking the "
-        "time index to the page (measured 21-40 ms here: under the one-second target, but not bounded)")),
+    browse.JobFilter(cluster="fleet", outcome="gpu_hardware"),
     browse.JobFilter(user="user7"),
     browse.JobFilter(node="n00007"),
 ], ids=["all", "failed", "cluster+outcome", "user", "node"])
