@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from . import apt
+
 CHROMIUM = "/usr/bin/chromium"
 PACKAGES = ["chromium"]
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -52,14 +54,9 @@ def ensure_chromium() -> str:
         return CHROMIUM
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         pytest.skip(f"{CHROMIUM} missing and cannot apt-get install it (not root or no apt-get)")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    cmd = ["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
-    if r.returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True, timeout=600)
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
+    r = apt.install(PACKAGES)
     if r.returncode != 0 or not os.access(CHROMIUM, os.X_OK):
-        raise BrowserError(f"{' '.join(cmd)} failed (rc {r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
+        raise BrowserError(f"{r.command} failed (rc {r.returncode}):\n{r.output[-3000:]}")
     return CHROMIUM
 
 

@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from . import apt
+
 __all__ = ["ensure_root", "RootRunner", "RootBuildError", "debian_mirror", "python_binds", "CACHE_DIR"]
 
 SUITE = "trixie"
@@ -91,10 +93,9 @@ def _ensure_debootstrap() -> str:
                                            else None)
     if path:
         return path
-    cmd = ["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"]
-    if subprocess.run(cmd, capture_output=True, env=_ENV).returncode != 0:
-        _run(["apt-get", "update"], "apt-get update")
-        _run(cmd, "install debootstrap")
+    r = apt.install(["debootstrap"], extra_env=_ENV)
+    if r.returncode != 0:
+        raise RootBuildError(f"{r.command} exited {r.returncode}:\n{r.output[-3000:]}")
     return "/usr/sbin/debootstrap"
 
 

@@ -22,6 +22,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from . import apt
+
 __all__ = ["PrometheusServer", "PrometheusHarnessError", "openmetrics"]
 
 PROMETHEUS = "/usr/bin/prometheus"
@@ -81,14 +83,9 @@ class PrometheusServer:
             return
         if os.geteuid() != 0 or not shutil.which("apt-get"):
             raise PrometheusHarnessError(f"{self.missing()} missing and cannot apt-get install prometheus (not root)")
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        cmd = ["apt-get", "install", "-y", "--no-install-recommends", "prometheus"]
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if r.returncode != 0:
-            subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True)
-            r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        r = apt.install(["prometheus"])
         if r.returncode != 0 or self.missing():
-            raise PrometheusHarnessError(f"apt-get install prometheus failed: {(r.stdout + r.stderr)[-2000:]}")
+            raise PrometheusHarnessError(f"{r.command} failed: {r.output[-2000:]}")
 
     def start(self) -> None:
         b = self.base_dir

@@ -38,6 +38,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from . import apt
 from .debroot import RootRunner
 
 __all__ = ["SlurmCluster", "SlurmHarnessError", "LOCK_DIR"]
@@ -227,16 +228,10 @@ class SlurmCluster:
         if os.geteuid() != 0:
             raise SlurmHarnessError(f"Slurm packages missing ({self.missing_binaries()}) and not root")
         pkgs = SLURM_PACKAGES + (ACCOUNTING_PACKAGES if self.with_accounting else [])
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        cmd = ["apt-get", "install", "-y", "--no-install-recommends", *pkgs]
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        r = apt.install(pkgs)
         if r.returncode != 0:
-            u = subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True)
-            r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-            if r.returncode != 0:
-                raise SlurmHarnessError(
-                    f"{' '.join(cmd)} failed (rc {r.returncode}) even after apt-get update "
-                    f"(rc {u.returncode}):\n{_tail_text(r.stdout + r.stderr, 30)}")
+            raise SlurmHarnessError(f"{r.command} failed (rc {r.returncode}) even after apt-get update:\n"
+                                    f"{_tail_text(r.output, 30)}")
         if self.missing_binaries():
             raise SlurmHarnessError(f"still missing after install: {self.missing_binaries()}")
         self.install_seconds = time.monotonic() - t0
