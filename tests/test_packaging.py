@@ -5,8 +5,8 @@
   upgrade and ingest on a real PostgreSQL), as root and as an ordinary user (nobody).
 - Node side (3.9, 3.10): the slim install (`attribution`, nothing else) spools a failed job's report while the
   service is away; with `[db]` it spools while the database is away, and the central side stores that file once.
-An interpreter that is not on this machine is skipped, and the skip names it; so is the ordinary-user run of an
-interpreter that user cannot execute (pyenv's under /root, mode 0700).
+An interpreter that is not on this machine is skipped, and the skip names it. An interpreter the ordinary user
+cannot execute (pyenv's under /root, mode 0700) is copied where that user can (runnable_by).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.harness import apt
 from tests.test_node_agent import node
 
 pytestmark = pytest.mark.slow
@@ -159,6 +160,31 @@ def smoke(user: str | None, venv: Path, work: Path, pg_url: str) -> None:
     assert r.returncode == 0 and "new verdict" in r.stdout, r.stdout + r.stderr
 
 
+def runnable_by(user: str, python: str, public_dir: Path) -> str:
+    """`python`, or, when `user` cannot run it (pyenv's interpreters live under /root, mode 0700), a copy of its
+    installation in `public_dir` that anyone may run: the copy's interpreter finds its libpython beside it
+    (patchelf sets its RUNPATH to $ORIGIN/../lib; pyenv's is the absolute path under /root)."""
+    real = os.path.realpath(python)
+    if as_user(user, [real, "-c", "pass"], public_dir).returncode == 0:
+        return real
+    prefix = Path(subprocess.run([real, "-c", "import sys; print(sys.base_prefix)"], capture_output=True,
+                                 text=True, check=True).stdout.strip())
+    copy = public_dir / f"python-{prefix.name}"
+    shutil.copytree(prefix, copy, symlinks=True,
+                    ignore=shutil.ignore_patterns("test", "idlelib", "tkinter", "turtledemo", "site-packages"))
+    patchelf = shutil.which("patchelf")
+    if patchelf is None:
+        r = apt.install(["patchelf"])
+        assert r.returncode == 0, f"{r.command}: {r.output[-2000:]}"
+        patchelf = "patchelf"
+    copied = copy / "bin" / Path(real).name
+    subprocess.run([patchelf, "--set-rpath", "$ORIGIN/../lib", str(copied)], check=True)
+    subprocess.run(["chmod", "-R", "a+rX", str(copy)], check=True)
+    r = as_user(user, [str(copied), "-c", "import sys; print(sys.prefix)"], public_dir)
+    assert r.returncode == 0 and r.stdout.strip() == str(copy), r.stdout + r.stderr
+    return str(copied)
+
+
 def work_dir(public_dir: Path, owner: int | None = None) -> Path:
     work = public_dir / "elsewhere"
     (work / "home").mkdir(parents=True)
@@ -175,11 +201,7 @@ def test_the_central_side_from_the_wheel_as_root(version, venv_for, public_dir, 
 
 @pytest.mark.parametrize("version", sorted(CENTRAL))
 def test_the_central_side_from_the_wheel_as_an_ordinary_user(version, venv_for, public_dir, pg_url):
-    python = need_python(version, CENTRAL[version])
-    real = os.path.realpath(python)
-    if as_user("nobody", [real, "-c", "pass"], public_dir).returncode != 0:
-        pytest.skip(f"Python {version} ({real}) cannot be run by an ordinary user on this machine (it lives under "
-                    f"a folder only root may enter)")
+    python = runnable_by("nobody", need_python(version, CENTRAL[version]), public_dir)
     venv = venv_for(python, "all")
     smoke("nobody", venv, work_dir(public_dir, owner=65534), pg_url)
 
