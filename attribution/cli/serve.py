@@ -75,9 +75,16 @@ def _run(ctx: click.Context, settings, host: str, port: int, workers: int, acces
         uvicorn.run("attribution.api.app:app_from_environment", factory=True, host=host, port=port,
                     workers=workers, access_log=access_log, log_level=log_level,
                     log_config=log_config(log_level, log_json), timeout_graceful_shutdown=10,
+                    timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
                     proxy_headers=False, server_header=False,
                     http="attribution.api.connections:BoundedH11Protocol")
 
+
+#: How long uvicorn's supervisor waits for a worker to answer its ping before it kills the worker as hung and starts
+#: another. uvicorn's default, 5 s, killed workers in the middle of storing a report when the host was busy (a
+#: worker whose threads are parsing and attributing reports answers late on a loaded machine), and the client got
+#: a closed connection instead of its verdict; a worker that is really hung is still replaced after a minute.
+WORKER_HEALTHCHECK_SECONDS = 60
 
 #: File descriptors a worker needs besides its client connections (database pool, logs, uploads, the rules).
 SPARE_FILES = 128
