@@ -7,8 +7,8 @@ along: one event in CAUSE_EVERY is a hardware cause (GPU off the bus, ECC, NVLin
 a context event (Xid 63 row-remap notices), most causes on the fleet's lemons (2 % of the GPUs take 80 % of them),
 the rest anywhere, as field reports describe; the other events are the jobs' own symptoms (NCCL errors). Causes
 are linked to their job; jobs with a cause get a verdict with that root cause. The rollups (fault_weeks,
-fault_series, failed_roots) are rebuilt from the raw tables with the same definitions the ingest path maintains,
-so the views read what they would read after ingesting this history.
+fault_series, failed_roots, failed_root_series) are rebuilt from the raw tables with the same definitions the
+ingest path maintains, so the views read what they would read after ingesting this history.
 """
 
 from __future__ import annotations
@@ -109,15 +109,16 @@ def fill(engine: Engine, start_index: int, count: int, events_per_job: int = EVE
               FROM attribution.event_jobs ej JOIN attribution.events e
                 ON e.node_key = ej.node_key AND e.id = ej.event_id AND e.occurred_at = ej.event_time
             ), fresh AS MATERIALIZED (
-              SELECT l.* FROM links l JOIN attribution.jobs j ON j.job_id = l.job_id AND j.id = l.job_ref
+              SELECT l.*, j.end_time FROM links l JOIN attribution.jobs j ON j.job_id = l.job_id AND j.id = l.job_ref
               WHERE j.current_verdict_id IS NULL
             ), roots AS MATERIALIZED (
               SELECT DISTINCT ON (job_ref) * FROM fresh ORDER BY job_ref, occurred_at
             ), v AS (
-              INSERT INTO attribution.verdicts (job_id, job_ref, outcome, confidence, action, root_event_id, root_kind,
-                                                root_code, root_node, root_gpu, root_time, culprit_nodes,
+              -- made when the job ended, as ingest makes it
+              INSERT INTO attribution.verdicts (job_id, job_ref, created_at, outcome, confidence, action, root_event_id,
+                                                root_kind, root_code, root_node, root_gpu, root_time, culprit_nodes,
                                                 explanation, rules_version, input_digest, document)
-              SELECT job_id, job_ref, outcome, 'high', 'drain_node', id, kind, code, node, gpu, occurred_at,
+              SELECT job_id, job_ref, end_time, outcome, 'high', 'drain_node', id, kind, code, node, gpu, occurred_at,
                      ARRAY[node],
                      'generated', 'bench', md5(job_ref::text), '{}'::jsonb
               FROM roots RETURNING id, job_id, job_ref, outcome
@@ -130,7 +131,8 @@ def fill(engine: Engine, start_index: int, count: int, events_per_job: int = EVE
 
 
 def rebuild_rollups(c) -> None:
-    c.execute(text("TRUNCATE attribution.fault_weeks, attribution.fault_series, attribution.failed_roots"))
+    c.execute(text("TRUNCATE attribution.fault_weeks, attribution.fault_series, attribution.failed_roots, "
+                   "attribution.failed_root_series"))
     c.execute(text(f"""
         INSERT INTO attribution.fault_weeks (cluster, node, gpu_key, kind, code_key, week, role, outcome, scope,
                                              events, first_seen, last_seen)
@@ -157,30 +159,51 @@ def rebuild_rollups(c) -> None:
         JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id
         WHERE v.root_node IS NOT NULL AND v.outcome IN {INFRA}
         GROUP BY 1, 2, 3, 4, 5, 6"""))
+    c.execute(text("""
+        INSERT INTO attribution.failed_root_series (cluster, node, gpu_key, kind, code_key, jobs)
+        SELECT cluster, node, gpu_key, kind, code_key, sum(jobs) FROM attribution.failed_roots
+        GROUP BY 1, 2, 3, 4, 5"""))
+
+
+QUERIES = {
+    "recurring_faults": "SELECT * FROM attribution.recurring_faults",
+    "drain_plan": "SELECT * FROM attribution.drain_candidates",
+    "node_faults_weekly": "SELECT * FROM attribution.node_faults_weekly WHERE week >= "
+                          "(date_trunc('week', now()) - interval '4 weeks')::date",
+}
 
 
 def query_times(engine: Engine, repeat: int = 5) -> dict[str, float]:
+    """The median time of each query on one store (after a warm-up)."""
+    return compare_times([engine], repeat)[0]
+
+
+def compare_times(engines: list[Engine], repeat: int = 5) -> list[dict[str, float]]:
+    """The median time of each query on each store, the stores taking turns (each query runs once on every store,
+    then again), so that the load of a shared machine falls on all of them alike."""
     from attribution.drain.policy import load_policy
     from attribution.rulepack.load import load_rules
     from attribution.store import drain as sd
 
     from .run import ROOT
 
-    sd.load_policy(engine, load_policy(load_rules(ROOT / "rules")))
-    queries = {
-        "recurring_faults": "SELECT * FROM attribution.recurring_faults",
-        "drain_plan": "SELECT * FROM attribution.drain_candidates",
-        "node_faults_weekly": "SELECT * FROM attribution.node_faults_weekly WHERE week >= "
-                              "(date_trunc('week', now()) - interval '4 weeks')::date",
-    }
-    out = {}
-    with engine.connect() as c:
-        for name, sql in queries.items():
-            c.execute(text(sql)).all()  # warm
-            ts = []
-            for _ in range(repeat):
-                t0 = time.perf_counter()
-                c.execute(text(sql)).all()
-                ts.append(time.perf_counter() - t0)
-            out[name] = statistics.median(ts)
-    return out
+    policy = load_policy(load_rules(ROOT / "rules"))
+    conns = []
+    for engine in engines:
+        sd.load_policy(engine, policy)
+        conns.append(engine.connect())
+    try:
+        ts: list[dict[str, list[float]]] = [{q: [] for q in QUERIES} for _ in engines]
+        for c in conns:
+            for sql in QUERIES.values():
+                c.execute(text(sql)).all()  # warm
+        for _ in range(repeat):
+            for name, sql in QUERIES.items():
+                for i, c in enumerate(conns):
+                    t0 = time.perf_counter()
+                    c.execute(text(sql)).all()
+                    ts[i][name].append(time.perf_counter() - t0)
+        return [{q: statistics.median(v) for q, v in t.items()} for t in ts]
+    finally:
+        for c in conns:
+            c.close()

@@ -1,13 +1,8 @@
 -- Faults (per node, GPU, kind and code) seen in at least two distinct ISO weeks: the lemons.
--- Reads fault_series, a rollup kept at ingest with one row per (node, GPU, kind, code) whatever the length of the
--- history, and failed_roots for the failed jobs each fault was the root cause of.
+-- Reads two rollups kept at ingest with one row per (node, GPU, kind, code) whatever the length of the history:
+-- fault_series for the events and weeks, failed_root_series for the failed jobs each fault was the root cause of
+-- (summing failed_roots, one row per week, read every week of the history).
 CREATE VIEW attribution.recurring_faults AS
-WITH roots AS (
-    SELECT cluster, node, gpu_key, kind, code_key, sum(jobs) AS jobs_failed
-    FROM attribution.failed_roots
-    WHERE jobs > 0
-    GROUP BY cluster, node, gpu_key, kind, code_key
-)
 SELECT s.cluster,
        s.node,
        NULLIF(s.gpu_key, '')              AS gpu,
@@ -17,10 +12,11 @@ SELECT s.cluster,
        s.last_seen,
        s.weeks,
        s.events,
-       coalesce(r.jobs_failed, 0)::bigint AS jobs_failed
+       coalesce(r.jobs, 0)::bigint        AS jobs_failed
 FROM attribution.fault_series s
-LEFT JOIN roots r ON r.cluster = s.cluster AND r.node = s.node AND r.gpu_key = s.gpu_key AND r.kind = s.kind
-                 AND r.code_key = s.code_key
+LEFT JOIN attribution.failed_root_series r
+       ON r.cluster = s.cluster AND r.node = s.node AND r.gpu_key = s.gpu_key AND r.kind = s.kind
+      AND r.code_key = s.code_key AND r.jobs > 0
 WHERE s.weeks >= 2 AND s.node <> ''
   AND ((s.scope = 'node' AND s.role <> 'symptom' AND coalesce(s.outcome, '') <> 'application')
        OR (s.role = 'cause' AND s.outcome IN ('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')));

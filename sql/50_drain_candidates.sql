@@ -15,7 +15,20 @@ CREATE FUNCTION attribution.drain_candidates_at(as_of timestamptz, policy_versio
 RETURNS TABLE (cluster text, node text, reason text, evidence jsonb, score real)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $fn$
+DECLARE
+    widest int;
+    earliest timestamptz;
 BEGIN
+-- the widest window of the policy first, so that the query below carries the earliest time it reads as a literal:
+-- the planner then prunes the events' months at plan time (a bound computed in the query is pruned only when it
+-- runs, after every month of the history was planned: planning grew with the length of the history)
+EXECUTE format($w$
+    SELECT coalesce(max(c.window_days), 0) FROM attribution.drain_conditions c
+    WHERE c.policy_version = (SELECT version FROM attribution.drain_policies
+                              WHERE CAST(%1$L AS text) IS NULL OR version = CAST(%1$L AS text)
+                              ORDER BY loaded_at DESC, version LIMIT 1)
+$w$, policy_version) INTO widest;
+earliest := as_of - make_interval(days => widest);
 -- the query with the time and the policy as literals: Citus plans no query of a function that has parameters
 -- ("could not create distributed plan", measured), and the planner prunes to the months the window covers
 RETURN QUERY EXECUTE format($q$
@@ -36,13 +49,14 @@ WITH policy AS (
                AS last_job_id,
            max(e.occurred_at) AS last_seen,
            array_agg(DISTINCT e.id) AS event_ids,
-           coalesce(array_agg(DISTINCT ej.job_ref) FILTER (WHERE ej.job_ref IS NOT NULL), '{}') AS job_refs
+           coalesce(array_agg(DISTINCT ej.job_ref) FILTER (WHERE ej.job_ref IS NOT NULL), '{}') AS job_refs,
+           coalesce(array_agg(DISTINCT ej.job_id) FILTER (WHERE ej.job_ref IS NOT NULL), '{}') AS job_ids
     FROM cond c
     JOIN attribution.events e
       ON e.kind = ANY (c.kinds)
      AND e.occurred_at >= CAST(%1$L AS timestamptz) - make_interval(days => c.window_days)
      -- the widest window, as a constant for the planner: only the partitions and index range it covers are read
-     AND e.occurred_at >= CAST(%1$L AS timestamptz) - make_interval(days => (SELECT max(window_days) FROM cond))
+     AND e.occurred_at >= CAST(%3$L AS timestamptz)
      AND e.occurred_at <= CAST(%1$L AS timestamptz)
      AND e.role = 'cause' AND e.handled_at IS NULL AND e.node IS NOT NULL AND e.evidence = 'system'
      AND coalesce(e.outcome, '') IN ('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')
@@ -55,8 +69,12 @@ WITH policy AS (
            j.id, j.job_id, j.end_time, j.user_name
     FROM cond c
     JOIN attribution.jobs j ON j.end_time >= CAST(%1$L AS timestamptz) - make_interval(days => c.window_days) AND j.end_time <= CAST(%1$L AS timestamptz)
-     AND j.end_time >= CAST(%1$L AS timestamptz) - make_interval(days => (SELECT max(window_days) FROM cond))
+     AND j.end_time >= CAST(%3$L AS timestamptz)
     JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id
+     -- a verdict is made when its job's evidence arrives, after the job ended (a day of slack for the clocks): the
+     -- few infrastructure verdicts since the window began are found by (outcome, created_at), where the jobs
+     -- that ended in it are all the fleet's jobs of that week
+     AND v.created_at >= CAST(%3$L AS timestamptz) - interval '1 day'
     CROSS JOIN LATERAL unnest(v.culprit_nodes, v.culprit_evidence) AS n(node, evidence)
     LEFT JOIN attribution.node_resumes r ON r.cluster = j.cluster AND r.node = n.node
     WHERE c.culprit_distinct IS NOT NULL AND n.evidence = 'system'
@@ -64,12 +82,13 @@ WITH policy AS (
       AND j.end_time > coalesce(CASE WHEN r.resumed_at <= CAST(%1$L AS timestamptz) THEN r.resumed_at END, '-infinity')
 ), matches AS MATERIALIZED (
     SELECT cluster, node, gpu, condition_id, label, score, reason_prefix, kind, code, last_job_id, last_seen,
-           event_ids, job_refs
+           event_ids, job_refs, job_ids
     FROM event_groups
     WHERE CASE distinct_by WHEN 'events' THEN events WHEN 'jobs' THEN least(jobs, events) ELSE weeks END >= min_count
     UNION ALL
     SELECT cluster, node, NULL, condition_id, label, score, reason_prefix, NULL, NULL,
-           (array_agg(job_id ORDER BY end_time DESC, id DESC))[1], max(end_time), '{}', array_agg(DISTINCT id)
+           (array_agg(job_id ORDER BY end_time DESC, id DESC))[1], max(end_time), '{}', array_agg(DISTINCT id),
+           array_agg(DISTINCT job_id)
     FROM culprits
     GROUP BY cluster, node, condition_id, label, score, reason_prefix, culprit_distinct, min_count
     HAVING CASE culprit_distinct WHEN 'users' THEN count(DISTINCT user_name) ELSE count(DISTINCT id) END
@@ -80,12 +99,13 @@ WITH policy AS (
                AS pick
     FROM matches m
 ), match_jobs AS MATERIALIZED (
-    -- each match's jobs, in the order they ended (jobs are found by id among the few the matches name)
+    -- each match's jobs, in the order they ended (found by their key, job id and id, among the few the matches
+    -- name: by id alone no index applies and every job of the history was read)
     SELECT a.match_no,
            jsonb_agg(jsonb_build_object('cluster', x.cluster, 'job_id', x.job_id) ORDER BY x.end_time) AS jobs
     FROM ranked a
     CROSS JOIN LATERAL unnest(a.job_refs) AS r(job_ref)
-    JOIN attribution.jobs x ON x.id = r.job_ref
+    JOIN attribution.jobs x ON x.job_id = ANY (a.job_ids) AND x.id = r.job_ref
     GROUP BY a.match_no
 ), evidence AS (
     SELECT a.cluster, a.node,
@@ -106,7 +126,7 @@ SELECT r.cluster,
 FROM ranked r
 JOIN evidence ev ON ev.cluster = r.cluster AND ev.node = r.node
 WHERE r.pick = 1
-$q$, as_of, policy_version);
+$q$, as_of, policy_version, earliest);
 END
 $fn$;
 

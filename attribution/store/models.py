@@ -61,6 +61,7 @@ DISTRIBUTION: dict[str, tuple[str, str | None] | None] = {
     "fault_weeks": ("node", "events"),
     "fault_series": ("node", "events"),
     "failed_roots": ("node", "events"),
+    "failed_root_series": ("node", "events"),
     "drain_actions": ("node", "events"),
     "device_counters": ("job_id", "jobs"),
     "job_evidence": ("job_id", "jobs"),
@@ -360,6 +361,16 @@ class FailedRoot(FaultKey, Base):
     __table_args__ = (PrimaryKeyConstraint("cluster", "node", "gpu_key", "kind", "code_key", "week"),)
 
     week: Mapped[datetime] = mapped_column(Date)
+    jobs: Mapped[int] = mapped_column(Integer)
+
+
+class FailedRootSeries(FaultKey, Base):
+    """Rollup kept with the verdicts: failed jobs whose current root cause is a fault, per fault over all weeks (what
+    recurring_faults reads: its size follows the fleet, not the length of the history, as fault_series' does)."""
+
+    __tablename__ = "failed_root_series"
+    __table_args__ = (PrimaryKeyConstraint("cluster", "node", "gpu_key", "kind", "code_key"),)
+
     jobs: Mapped[int] = mapped_column(Integer)
 
 

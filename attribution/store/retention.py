@@ -4,8 +4,9 @@ The links (job_events with the job, event_jobs with the event) are no foreign ke
 be detached while links reference it (a foreign key made DETACH PARTITION fail, on one server as on Citus). Each
 step is its own transaction, so on Citus no DDL follows a multi-shard change in one transaction: the month is
 detached first (its events leave every view at once), then its links are deleted, then the table is dropped.
-The rollups (fault_weeks, fault_series, failed_roots) and the verdicts keep the history. Rows of the month in the
-DEFAULT partition (0006: times no month partition covered when they were stored) are deleted with it.
+The rollups (fault_weeks, fault_series, failed_roots, failed_root_series) and the verdicts keep the history. Rows
+of the month in the DEFAULT partition (0006: times no month partition covered when they were stored) are deleted
+with it.
 
 `prune` (`attribution db prune --older-than 180d`) applies this to every month before a cutoff, without
 blocking ingest:
@@ -19,8 +20,8 @@ blocking ingest:
 - Jobs that ended before the cutoff are deleted in batches; their verdicts, symptoms, coverage, counters and kept
   evidence go with them (foreign keys with ON DELETE CASCADE).
 - Alert cooldown keys older than the cutoff are deleted.
-The rollups (fault_weeks, fault_series, failed_roots), the drain audit (drain_actions), node resumes, drain policies
-and rule packs are kept: they are small and they are the fleet's history.
+The rollups (fault_weeks, fault_series, failed_roots, failed_root_series), the drain audit (drain_actions), node
+resumes, drain policies and rule packs are kept: they are small and they are the fleet's history.
 """
 
 from __future__ import annotations

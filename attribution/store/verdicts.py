@@ -1,5 +1,6 @@
 """A job's verdicts in the store: a new one only when it differs from the current one, the roles of the
-job's events in it, and the failed_roots rollup (failed jobs by infrastructure root cause, per week)."""
+job's events in it, and the failed_roots rollups (failed jobs by infrastructure root cause, per week and over all
+weeks: failed_root_series)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,11 @@ class JobVerdicts:
                     "VALUES (:c, :n, :g, :k, :code, :w, :d) ON CONFLICT (cluster, node, gpu_key, kind, code_key, week) "
                     "DO UPDATE SET jobs = attribution.failed_roots.jobs + excluded.jobs"),
                     {"c": key[0], "n": key[1], "g": key[2], "k": key[3], "code": key[4], "w": key[5], "d": delta})
+                self.conn.execute(text(
+                    "INSERT INTO attribution.failed_root_series (cluster, node, gpu_key, kind, code_key, jobs) "
+                    "VALUES (:c, :n, :g, :k, :code, :d) ON CONFLICT (cluster, node, gpu_key, kind, code_key) "
+                    "DO UPDATE SET jobs = attribution.failed_root_series.jobs + excluded.jobs"),
+                    {"c": key[0], "n": key[1], "g": key[2], "k": key[3], "code": key[4], "d": delta})
         return vid, True
 
     def _event_ids(self) -> dict[tuple, int]:

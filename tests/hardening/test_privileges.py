@@ -34,9 +34,10 @@ pytestmark = pytest.mark.slow  # database roles, grants and migrations on real s
 
 WRITER, READER = "attribution_writer", "attribution_reader"
 #: What ingest writes (attribution/store/writer.py); 0004 added the two rollups after 0002, 0010 the evidence kept
-#: for replay, 0007 event_jobs.
+#: for replay, 0007 event_jobs, 0012 failed_root_series.
 INGEST_TABLES = {"jobs", "events", "job_events", "verdicts", "verdict_symptoms", "coverage", "fault_weeks",
-                 "rule_packs", "fault_series", "failed_roots", "device_counters", "job_evidence", "event_jobs"}
+                 "rule_packs", "fault_series", "failed_roots", "device_counters", "job_evidence", "event_jobs",
+                 "failed_root_series"}
 UTC = timezone.utc
 
 

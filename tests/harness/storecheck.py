@@ -33,6 +33,7 @@ ROLLUPS = {
     "fault_weeks": (("cluster", "node", "gpu_key", "kind", "code_key", "week"), ("events",)),
     "fault_series": (("cluster", "node", "gpu_key", "kind", "code_key"), ("events", "weeks")),
     "failed_roots": (("cluster", "node", "gpu_key", "kind", "code_key", "week"), ("jobs",)),
+    "failed_root_series": (("cluster", "node", "gpu_key", "kind", "code_key"), ("jobs",)),
 }
 JOB_SCOPED = ("job_events", "verdicts", "verdict_symptoms", "coverage")
 

@@ -272,6 +272,10 @@ def _functions(conn) -> dict[str, str]:
             continue
         values = {a: "now()" if t.startswith("timestamp") else f"CAST(NULL AS {t})" for a, t in zip(args or (), types)}
         if lang == "plpgsql":
+            # its local variables too (drain_candidates_at's earliest time): a time is now(), anything else NULL
+            declared = re.search(r"^\s*DECLARE(.*?)^\s*BEGIN", src, re.S | re.M)
+            for var, t in re.findall(r"(\w+)\s+([\w ]+?)\s*(?::=[^;]*)?;", declared.group(1) if declared else ""):
+                values[var] = "now()" if t.startswith("timestamp") else f"CAST(NULL AS {t})"
             m = re.search(r"RETURN QUERY EXECUTE format\(\$q\$(.*?)\$q\$,([^)]*)\)", src, re.S)
             if m is None:
                 continue  # DDL and maintenance (ensure_event_partitions): no query a view or a plan reads

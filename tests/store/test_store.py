@@ -359,8 +359,9 @@ def test_copy_of_sql_folder(tmp_path):
 
 @pytest.mark.slow
 def test_rollups_equal_a_recount_from_the_raw_tables(ruleset, store, tmp_path):
-    """fault_weeks, fault_series and failed_roots, kept incrementally at ingest, equal what a full recount of
-    events and current verdicts gives, also after verdicts changed (pieces arriving in several ingests)."""
+    """fault_weeks, fault_series, failed_roots and failed_root_series, kept incrementally at ingest, equal what a
+    full recount of events and current verdicts gives, also after verdicts changed (pieces arriving in several
+    ingests)."""
     for j in history(weeks=6, end=datetime(2026, 11, 27, tzinfo=UTC)):
         ingest_bundle(ruleset, store, write_bundle(j, tmp_path))
     for ctx, evs, cov, source in _pieces(ruleset, INCIDENTS / "01-xid79-fallen-off-bus"):
@@ -393,5 +394,13 @@ def test_rollups_equal_a_recount_from_the_raw_tables(ruleset, store, tmp_path):
                      'network', 'host') GROUP BY 1, 2, 3, 4, 5, 6)
               EXCEPT SELECT cluster, node, gpu_key, kind, code_key, week, jobs FROM attribution.failed_roots
                      WHERE jobs <> 0) x""")).scalar()
+        weeks_of_roots = ("SELECT cluster, node, gpu_key, kind, code_key, sum(jobs)::int FROM attribution.failed_roots "
+                          "GROUP BY 1, 2, 3, 4, 5 HAVING sum(jobs) <> 0")
+        series_of_roots = ("SELECT cluster, node, gpu_key, kind, code_key, jobs FROM attribution.failed_root_series "
+                           "WHERE jobs <> 0")
+        root_series = c.execute(text(
+            f"SELECT count(*) FROM (({weeks_of_roots}) EXCEPT ({series_of_roots})) a")).scalar() + c.execute(text(
+            f"SELECT count(*) FROM (({series_of_roots}) EXCEPT ({weeks_of_roots})) b")).scalar()
+        assert c.execute(text("SELECT count(*) FROM attribution.failed_root_series WHERE jobs > 0")).scalar() > 0
         assert c.execute(text("SELECT count(*) FROM attribution.fault_series")).scalar() > 0
-    assert (weeks_vs_series, weeks_vs_events, roots) == (0, 0, 0)
+    assert (weeks_vs_series, weeks_vs_events, roots, root_series) == (0, 0, 0, 0)
