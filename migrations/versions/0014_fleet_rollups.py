@@ -5,8 +5,8 @@ policy reads goes into the query as a literal (the events' months are pruned whe
 every month was planned) and each match's jobs are found by their key (job_id, id) instead of by id alone, which
 no index served (every job of the history was read).
 
-Revision ID: 0012_fleet_rollups
-Revises: 0007
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-12-01
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012_fleet_rollups"
-down_revision = "0007"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
