@@ -103,7 +103,8 @@ def telemetry_events(ruleset: RuleSet, ctx: ExecutionContext, snapshots) -> list
 
 
 def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event], coverage: list[Coverage],
-           source: str, deadline: float | None = None, telemetry=None, evidence: dict | None = None):
+           source: str, deadline: float | None = None, telemetry=None, evidence: dict | None = None,
+           evidence_piece: dict | None = None):
     """Store a job's events and coverage, then re-attribute the job from everything stored for it.
 
     Idempotent: the same input twice adds no event and no verdict. Any number of processes may ingest pieces
@@ -112,6 +113,10 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     time computes the verdict and records the count it read before the evidence (attributed_seq), the others
     return (verdict None). The attributor looks again after it commits, so the last verdict is always that of
     the whole evidence, while a thousand pieces cost a few attributions instead of a thousand.
+
+    `evidence`: the whole job's lines kept for replay (a bundle's), replacing what is kept; `evidence_piece`: one
+    reporter's (a node agent's, serialize.evidence_from_json), merged into the job's with `telemetry`
+    (replay.keep.merge_piece: that reporter's earlier piece replaced, the union kept, bounded per job).
     """
     from attribution.correlate.rootcause import in_window, job_window
     from attribution.extract.events import untrusted_time_dropped
@@ -137,6 +142,8 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
             from attribution.store.evidence import save_evidence
 
             save_evidence(conn, s.job.job_id, s.job.id, evidence)
+        elif evidence_piece is not None:
+            merge_evidence_piece(conn, s.job, source, evidence_piece, telemetry)
         s.mark_pending()
         done = None
         if not s.contended and s.claim_attribution():  # alone: store and attribute in one transaction
@@ -154,6 +161,17 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     vid = in_transaction(engine, lambda c: JobSession(c, ctx, source, job=job).current_verdict_id(),
                          deadline=deadline)
     return IngestResult(job, new, linked, vid, False), None
+
+
+def merge_evidence_piece(conn, job, source: str, piece: dict, telemetry=None) -> None:
+    """Put one reporter's kept lines and its counter snapshots into the job's kept evidence (under the job's
+    lock, in the transaction that stores its events). The reporter is `source/reporter` (`node/g01`)."""
+    from attribution.replay.keep import keep_telemetry, merge_piece
+    from attribution.store.evidence import load_evidence, save_evidence
+
+    key = f"{source}/{piece.get('reporter') or ''}"
+    doc = merge_piece(load_evidence(conn, job.job_id, job.id), key, dict(piece) | keep_telemetry(telemetry or {}))
+    save_evidence(conn, job.job_id, job.id, doc)
 
 
 def attribute_pending(ruleset: RuleSet, engine, ctx: ExecutionContext, job, deadline: float | None = None,

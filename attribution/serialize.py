@@ -1,12 +1,14 @@
 """Model values as plain JSON documents and back: for the spool, the store's context column and the API.
 
 Also the one codec of a report (the epilog payload: `{"type": "ingest", "source", "context", "events",
-"coverage"}`): the node agent encodes it for the spool and the service, the spool replay and the service's
-intake decode it.
+"coverage", "evidence"}`): the node agent encodes it for the spool and the service, the spool replay and the
+service's intake decode it. `evidence` is the reporter's piece of the lines kept for replay (replay/keep.py
+makes it, docs/replay.md), bounded per reporter by the EVIDENCE_ limits below, checked here.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Collection, Mapping
 
@@ -71,12 +73,14 @@ class Report:
     coverage: tuple[Coverage, ...]
     source: str
     telemetry: Mapping[str, Any] | None = None  # {node: (prolog, epilog)} counter snapshots (node.epilog's codec)
+    evidence: Mapping[str, Any] | None = None  # the reporter's kept lines (evidence_from_json's form)
 
 
 def report_to_json(report: Report) -> dict:
     return {"type": "ingest", "source": report.source, "context": context_to_json(report.context),
             "events": [event_to_json(e) for e in report.events],
-            "coverage": [coverage_to_json(c) for c in report.coverage]}
+            "coverage": [coverage_to_json(c) for c in report.coverage]} | (
+                {"evidence": dict(report.evidence)} if report.evidence is not None else {})
 
 
 def report_from_json(doc: Any, origin: str = "payload", *, max_events: int | None = None,
@@ -99,7 +103,80 @@ def report_from_json(doc: Any, origin: str = "payload", *, max_events: int | Non
         raise InputError(origin, f"{len(events_doc)} events in one batch; at most {max_events} are accepted")
     events = tuple(_convert(event_from_json, d, f"{origin}: events[{i}]") for i, d in enumerate(events_doc))
     coverage = tuple(_convert(coverage_from_json, d, f"{origin}: coverage[{i}]") for i, d in enumerate(coverage_doc))
-    return Report(ctx, events, coverage, source)
+    evidence = None
+    if doc.get("evidence") is not None:
+        evidence = evidence_from_json(doc["evidence"], f"{origin}: evidence", source)
+    return Report(ctx, events, coverage, source, evidence=evidence)
+
+
+#: Bounds of the lines kept for replay, per reporter (a node's report, a bundle) and per job (replay.keep).
+EVIDENCE_MAX_LINES = 2000
+EVIDENCE_MAX_BYTES = 1 << 20  # of the lines' JSON strings (line_cost)
+EVIDENCE_MAX_LINE_CHARS = 4096
+#: Sources of kept lines; a node's report carries the system-written ones only.
+EVIDENCE_SOURCES = ("kernel", "fabricmanager", "node", "job")
+NODE_EVIDENCE_SOURCES = ("kernel", "fabricmanager", "node")
+
+
+def line_cost(text: str) -> int:
+    """What a kept line weighs against the bytes bound: its JSON string (UTF-8) and a separator, so the bound
+    holds on the wire and in the store whatever the line holds."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8")) - 1
+
+
+def _plain_name(name: Any) -> bool:
+    return isinstance(name, str) and 0 < len(name) <= 255 and "/" not in name and name not in (".", "..") \
+        and "\0" not in name
+
+
+def evidence_from_json(doc: Any, origin: str = "evidence", reporter_source: str | None = None) -> dict:
+    """A reporter's kept lines, checked: each file at its bundle place for its source (a job's output under
+    job/, a node's log under nodes/<node>/: replay reads it from there, so job output stays job output), each
+    line [number, text, flags], within the EVIDENCE_ bounds. A node's report may carry no job output. Raises
+    InputError naming `origin` and what is wrong."""
+    if not isinstance(doc, Mapping):
+        raise InputError(origin, "expected a JSON object")
+    files_doc = doc.get("files") or []
+    if not isinstance(files_doc, list):
+        raise InputError(origin, "files must be a list")
+    allowed = NODE_EVIDENCE_SOURCES if reporter_source == "node" else EVIDENCE_SOURCES
+    files, n, size = [], 0, 0
+    for i, f in enumerate(files_doc):
+        where = f"{origin}: files[{i}]"
+        if not isinstance(f, Mapping):
+            raise InputError(where, "expected a JSON object")
+        source, node, file = f.get("source"), f.get("node"), f.get("file")
+        if source not in allowed:
+            raise InputError(where, f"source {source!r} is not one of {', '.join(allowed)}")
+        parts = file.split("/") if isinstance(file, str) else []
+        place = (len(parts) == 2 and parts[0] == "job" and node is None) if source == "job" else (
+            len(parts) == 3 and parts[0] == "nodes" and parts[1] == node)
+        if not place or not all(_plain_name(x) for x in parts[1:]):
+            raise InputError(where, f"file {file!r} is not the bundle place of a {source} log"
+                                    + ("" if source == "job" else f" of node {node!r}"))
+        lines = f.get("lines")
+        if not isinstance(lines, list):
+            raise InputError(where, "lines must be a list")
+        for ln in lines:
+            if not (isinstance(ln, (list, tuple)) and len(ln) == 3 and isinstance(ln[0], int) and ln[0] > 0
+                    and isinstance(ln[1], str) and len(ln[1]) <= EVIDENCE_MAX_LINE_CHARS
+                    and isinstance(ln[2], str) and ln[2] in ("p", "e", "pe")):
+                raise InputError(where, "each line must be [number, text of at most "
+                                        f"{EVIDENCE_MAX_LINE_CHARS} characters, flags p/e/pe]")
+            size += line_cost(ln[1])
+        n += len(lines)
+        if n > EVIDENCE_MAX_LINES or size > EVIDENCE_MAX_BYTES:
+            raise InputError(origin, f"over the bound of {EVIDENCE_MAX_LINES} lines or {EVIDENCE_MAX_BYTES} bytes")
+        out = {"source": source, "node": node, "file": file}
+        if isinstance(f.get("origin"), str):
+            out["origin"] = f["origin"][:4096]
+        files.append(out | {"lines": [list(ln) for ln in lines]})
+    reporter = doc.get("reporter")
+    candidates = doc.get("candidates", 0)
+    return {"format": 1, "rules_version": str(doc.get("rules_version") or "")[:200] or None,
+            "truncated": bool(doc.get("truncated")),
+            "candidates": candidates if isinstance(candidates, int) and candidates >= 0 else 0,
+            "files": files} | ({"reporter": reporter[:255]} if isinstance(reporter, str) and reporter else {})
 
 
 def context_from_document(doc: Any, origin: str = "context") -> ExecutionContext:

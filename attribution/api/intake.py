@@ -59,4 +59,4 @@ def ingest_report(ruleset: RuleSet, engine, report: Report, deadline: float | No
     from attribution.pipeline import ingest
 
     return ingest(ruleset, engine, report.context, list(report.events), list(report.coverage), report.source,
-                  deadline=deadline, telemetry=report.telemetry)
+                  deadline=deadline, telemetry=report.telemetry, evidence_piece=report.evidence)

@@ -136,6 +136,28 @@ class CoverageDoc(_Strict):
     notes: list[Text] = Field(default_factory=list, max_length=1000)
 
 
+class EvidenceFileDoc(_Strict):
+    """One file's kept lines (replay/keep.py): at its bundle place (`file`), read at `origin`."""
+
+    source: Literal["kernel", "fabricmanager", "node", "job"]
+    node: NodeName | None = None
+    file: Text
+    origin: Text | None = None
+    lines: list[tuple[int, str, Literal["p", "e", "pe"]]] = Field(default_factory=list, max_length=2000)
+
+
+class EvidenceDoc(_Strict):
+    """The reporter's piece of the lines kept for replay (docs/replay.md), bounded per reporter
+    (serialize.EVIDENCE_MAX_LINES lines, EVIDENCE_MAX_BYTES bytes)."""
+
+    format: int = 1
+    rules_version: Text | None = None
+    truncated: bool = False
+    candidates: int = Field(default=0, ge=0, le=2**62)
+    reporter: NodeName | None = None
+    files: list[EvidenceFileDoc] = Field(default_factory=list, max_length=2000)
+
+
 class ObservationBatch(_Strict):
     """Events, coverage and context of one job from one reporter: the payload of attribution.node.epilog.payload()."""
 
@@ -147,6 +169,7 @@ class ObservationBatch(_Strict):
     telemetry: dict[str, dict[str, Any]] | None = Field(
         default=None, max_length=10000,
         description="counter snapshots by node and phase (prolog, epilog): attribution.node.epilog.telemetry_to_json")
+    evidence: EvidenceDoc | None = Field(default=None, description="the lines kept for replay of this reporter")
 
 
 class JobRefOut(BaseModel):

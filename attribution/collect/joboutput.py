@@ -14,7 +14,7 @@ from attribution.timeparse import YearGuesser, resolve_zone
 from attribution.collect.joblog import (TRACEBACK_EXCEPTION, TRACEBACK_PREFILTER, JobLineParser, TracebackTracker,
                                         host_prefixes, looks_labelled)
 from attribution.collect.scan import Prefilter, scan
-from attribution.collect.textio import ReadStats, decode, open_regular
+from attribution.collect.textio import ReadStats, Tapped, decode, open_regular
 
 SAMPLE_BYTES = 64 << 10
 
@@ -121,17 +121,19 @@ _NO_FLAGS: frozenset[str] = frozenset()
 
 
 def read_job_output(path: Path, location: str, ctx: ExecutionContext, prefilter: Prefilter,
-                    tail_bytes: int | None = None) -> tuple[list[Observation], Coverage]:
+                    tail_bytes: int | None = None, tap=None) -> tuple[list[Observation], Coverage]:
     """One job output file. Only a regular file is read (safefile.open_regular); with `tail_bytes`, at most its
     last `tail_bytes` bytes from the first line that starts in them (the job's owner decides how big the file
-    is: a sparse terabyte would outlast any hook's budget), line numbers then counting from there."""
+    is: a sparse terabyte would outlast any hook's budget), line numbers then counting from there. `tap`: sees
+    what is read (textio.Tapped), as the parser numbers it."""
     got: list[Coverage] = []
-    obs = list(stream_job_output(path, location, ctx, prefilter, got.append, tail_bytes))
+    obs = list(stream_job_output(path, location, ctx, prefilter, got.append, tail_bytes, tap))
     return ([] if got[0].status == "error" else obs), got[0]  # a file that failed mid-way gives nothing
 
 
 def stream_job_output(path: Path, location: str, ctx: ExecutionContext, prefilter: Prefilter,
-                      done: Callable[[Coverage], None], tail_bytes: int | None = None) -> Iterator[Observation]:
+                      done: Callable[[Coverage], None], tail_bytes: int | None = None,
+                      tap=None) -> Iterator[Observation]:
     """read_job_output one observation at a time; its coverage record goes to `done` at the end."""
     file_node = node_of_file(path.name, ctx.nodes)
     notes: list[str] = []
@@ -143,7 +145,7 @@ def stream_job_output(path: Path, location: str, ctx: ExecutionContext, prefilte
                 fp.seek(size - tail_bytes - 1)
                 fp.readline()  # the rest of the line the cut falls in (bounded: at most tail_bytes + 1 bytes)
                 notes.append(f"read the last {size - fp.tell()} of {size} bytes (line numbers count from there)")
-            yield from iter_job_output(fp, location, ctx, prefilter, stats, file_node)
+            yield from iter_job_output(Tapped(fp, tap) if tap else fp, location, ctx, prefilter, stats, file_node)
     except FileNotFoundError:
         done(Coverage("job", file_node, "missing", reason="no file", file=location))
         return

@@ -17,7 +17,7 @@ from pathlib import Path
 from attribution.model import Coverage, ExecutionContext, Observation
 from attribution.collect.nodelogs import NodeLogSpec, parse_node_log
 from attribution.collect.scan import Prefilter
-from attribution.collect.textio import open_regular
+from attribution.collect.textio import Tapped, open_regular
 
 UTC = timezone.utc
 
@@ -62,8 +62,13 @@ def _journal_available() -> bool:
                                                        or Path("/var/log/journal").is_dir())
 
 
+def _tapped(fp, tap):
+    return Tapped(fp, tap) if tap else fp
+
+
 def read_file(path: Path, spec: NodeLogSpec, ctx: ExecutionContext, prefilter: Prefilter,
-              offset: int = 0, max_bytes: int = LiveSources.max_bytes) -> tuple[list[Observation], Coverage]:
+              offset: int = 0, max_bytes: int = LiveSources.max_bytes,
+              tap=None) -> tuple[list[Observation], Coverage]:
     """A log file read from `offset` (where the prolog found it at job start; 0 when unknown or rotated), at most
     `max_bytes` of it: from the offset on (the earliest fault is the one that explains the rest), or the file's
     last `max_bytes` when the offset is unknown (a syslog file holds weeks before this job)."""
@@ -80,7 +85,7 @@ def read_file(path: Path, spec: NodeLogSpec, ctx: ExecutionContext, prefilter: P
                 if start:
                     fp.seek(start)
             capped = _Capped(fp, max_bytes)
-            obs, stats = parse_node_log(capped, spec, ctx, prefilter)
+            obs, stats = parse_node_log(_tapped(capped, tap), spec, ctx, prefilter)
             cut = size - start > max_bytes and capped.left == 0
     except FileNotFoundError:
         return [], Coverage(spec.source, spec.node, "missing", reason="no file", file=str(path))
@@ -99,7 +104,8 @@ def read_file(path: Path, spec: NodeLogSpec, ctx: ExecutionContext, prefilter: P
 
 
 def read_journal(spec: NodeLogSpec, ctx: ExecutionContext, prefilter: Prefilter, since: datetime, until: datetime,
-                 timeout: float, max_bytes: int = LiveSources.max_bytes) -> tuple[list[Observation], Coverage]:
+                 timeout: float, max_bytes: int = LiveSources.max_bytes,
+                 tap=None) -> tuple[list[Observation], Coverage]:
     """The kernel's journal between `since` and `until` (the job window with the causal graph's margins), through
     the kernel transport only (`-k` is _TRANSPORT=kernel of this boot, said again as a match): what `logger`
     writes is not read."""
@@ -113,7 +119,7 @@ def read_journal(spec: NodeLogSpec, ctx: ExecutionContext, prefilter: Prefilter,
         lines = err.decode(errors="replace").strip().splitlines()
         return [], Coverage(spec.source, spec.node, "error", reason=f"journalctl: {lines[0] if lines else rc}",
                             file="journald")
-    obs, stats = parse_node_log(io.BytesIO(out), spec, ctx, prefilter)
+    obs, stats = parse_node_log(_tapped(io.BytesIO(out), tap), spec, ctx, prefilter)
     notes = list(stats.summary())
     if cut:
         notes.append(f"read only the first {max_bytes} bytes of the window (epilog.node_log_bytes)")
@@ -155,7 +161,7 @@ def _bounded_run(cmd: list[str], timeout: float, max_bytes: int) -> tuple[bytes,
 
 
 def read_kmsg(spec: NodeLogSpec, ctx: ExecutionContext, prefilter: Prefilter,
-              device: str = "/dev/kmsg") -> tuple[list[Observation], Coverage]:
+              device: str = "/dev/kmsg", tap=None) -> tuple[list[Observation], Coverage]:
     """The kernel ring buffer, record by record, without blocking (what `dmesg` reads)."""
     chunks = []
     try:
@@ -178,17 +184,20 @@ def read_kmsg(spec: NodeLogSpec, ctx: ExecutionContext, prefilter: Prefilter,
             chunks.append(rec if rec.endswith(b"\n") else rec + b"\n")
     finally:
         os.close(fd)
-    obs, stats = parse_node_log(io.BytesIO(b"".join(chunks)), spec, ctx, prefilter)
+    obs, stats = parse_node_log(_tapped(io.BytesIO(b"".join(chunks)), tap), spec, ctx, prefilter)
     return obs, Coverage(spec.source, spec.node, "ok" if stats.bytes else "empty", lines=stats.lines, file=device,
                          notes=tuple(stats.summary()))
 
 
 def collect_node(sources: LiveSources, node: str, ctx: ExecutionContext, prefilter_for,
                  start: datetime, end: datetime, offsets: dict[str, int] | None = None, *,
-                 margins: tuple[timedelta, timedelta]) -> tuple[list[Observation], list[Coverage]]:
+                 margins: tuple[timedelta, timedelta],
+                 tap_for=None) -> tuple[list[Observation], list[Coverage]]:
     """This node's kernel and Fabric Manager observations for the job window; `margins` (before the start,
-    after the end) are the causal graph's (CausalGraph.margins), so collection reads what correlation weighs."""
+    after the end) are the causal graph's (CausalGraph.margins), so collection reads what correlation weighs.
+    `tap_for(source, location)`: a tap (textio.Tapped) that sees each log as it is read, or None."""
     offsets = offsets or {}
+    tap = tap_for or (lambda source, location: None)
     obs: list[Observation] = []
     cov: list[Coverage] = []
     kspec = lambda loc: NodeLogSpec("kernel", node, loc)  # noqa: E731
@@ -197,18 +206,18 @@ def collect_node(sources: LiveSources, node: str, ctx: ExecutionContext, prefilt
         kind = "file" if sources.kernel_file else ("journald" if _journal_available() else "dmesg")
     if kind == "file" and sources.kernel_file:
         o, c = read_file(Path(sources.kernel_file), kspec(sources.kernel_file), ctx, prefilter_for("kernel"),
-                         offsets.get("kernel", 0), sources.max_bytes)
+                         offsets.get("kernel", 0), sources.max_bytes, tap("kernel", sources.kernel_file))
     elif kind == "journald":
         o, c = read_journal(kspec("journald"), ctx, prefilter_for("kernel"), start - margins[0], end + margins[1],
-                            sources.timeout, sources.max_bytes)
+                            sources.timeout, sources.max_bytes, tap("kernel", "journald"))
     else:
-        o, c = read_kmsg(kspec("/dev/kmsg"), ctx, prefilter_for("kernel"))
+        o, c = read_kmsg(kspec("/dev/kmsg"), ctx, prefilter_for("kernel"), tap=tap("kernel", "/dev/kmsg"))
     obs += o
     cov.append(c)
     if sources.fabricmanager_log:
         p = Path(sources.fabricmanager_log)
         o, c = read_file(p, NodeLogSpec("fabricmanager", node, str(p)), ctx, prefilter_for("fabricmanager"),
-                         offsets.get("fabricmanager", 0), sources.max_bytes)
+                         offsets.get("fabricmanager", 0), sources.max_bytes, tap("fabricmanager", str(p)))
         obs += o
         cov.append(c)
     return obs, cov

@@ -138,3 +138,38 @@ def decode(raw: bytes) -> str:
     if not text.isprintable():
         text = "".join(c if (c.isprintable() or c == "\t") else " " for c in text)
     return text
+
+
+class Tapped:
+    """A binary stream that hands what it passes on to `tap(block, base)` in pieces that end at a line end
+    (`base`: the newlines before the piece; the last piece may lack one, a line longer than MAX_LINE comes in
+    pieces), so a second reader of the same bytes (what the node agent keeps for replay) numbers the lines as
+    the parser does, in the same pass over the data. Not seekable: read_blocks carries partial lines over."""
+
+    def __init__(self, fp, tap) -> None:
+        self._fp, self._tap = fp, tap
+        self._rest = b""
+        self._lines = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._fp.read(n)
+        if not data:
+            if self._rest:
+                self._emit(self._rest)
+                self._rest = b""
+            return data
+        buf = self._rest + data if self._rest else data
+        nl = buf.rfind(b"\n")
+        if nl >= 0:
+            self._emit(buf[:nl + 1])
+            self._rest = buf[nl + 1:]
+        elif len(buf) > MAX_LINE:
+            self._emit(buf)
+            self._rest = b""
+        else:
+            self._rest = buf
+        return data
+
+    def _emit(self, piece: bytes) -> None:
+        self._tap(piece, self._lines)
+        self._lines += piece.count(b"\n")

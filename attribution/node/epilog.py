@@ -21,6 +21,7 @@ from attribution.collect.live import LiveSources, boot_time, collect_node
 from attribution.errors import InputError, StoreError
 from attribution.extract.events import extract
 from attribution.model import Coverage, Event, ExecutionContext, Observation
+from attribution.replay.keep import LineKeeper, bundle_place
 from attribution.safefile import shown_name
 from attribution.scope.bundle import scheduler_observations
 from attribution.serialize import Report, report_from_json, report_to_json
@@ -85,8 +86,8 @@ def read_prolog_stamp(state_dir: Path, job_id: str) -> tuple[datetime | None, di
 
 
 def payload(ctx: ExecutionContext, events: list[Event], coverage: list[Coverage], source: str,
-            telemetry: Mapping | None = None) -> dict:
-    out = report_to_json(Report(ctx, tuple(events), tuple(coverage), source))
+            telemetry: Mapping | None = None, evidence: Mapping | None = None) -> dict:
+    out = report_to_json(Report(ctx, tuple(events), tuple(coverage), source, evidence=evidence))
     if telemetry:
         out["telemetry"] = telemetry_to_json(telemetry)
     return out
@@ -129,7 +130,7 @@ def replay(ruleset: RuleSet, engine, data: Mapping, deadline: float | None = Non
         raise spool.Refused(f"malformed payload: {exc}") from exc
     try:
         ingest(ruleset, engine, r.context, list(r.events), list(r.coverage), r.source, deadline=deadline,
-               telemetry=telemetry)
+               telemetry=telemetry, evidence_piece=r.evidence)
     except InputError as exc:
         raise spool.Refused(str(exc)) from exc
     except StoreError as exc:
@@ -169,23 +170,25 @@ def send_or_spool(settings: Settings, data: dict, deadline: float, report: HookR
 
 def store_or_spool(ruleset: RuleSet, engine_factory: Callable, settings: Settings, ctx: ExecutionContext,
                    events: list[Event], coverage: list[Coverage], source: str, deadline: float,
-                   report: HookReport, telemetry: Mapping | None = None) -> None:
-    """Store through the service when settings.service_url is set, else in the database; spool on failure."""
+                   report: HookReport, telemetry: Mapping | None = None, evidence: Mapping | None = None) -> None:
+    """Store through the service when settings.service_url is set, else in the database; spool on failure.
+    `evidence`: this reporter's lines kept for replay (replay.keep.LineKeeper's document)."""
     if settings.service_url:
-        send_or_spool(settings, payload(ctx, events, coverage, source, telemetry), deadline, report)
+        send_or_spool(settings, payload(ctx, events, coverage, source, telemetry, evidence), deadline, report)
         return
     from attribution.pipeline import ingest  # the database path only: the service path loads no store
 
     try:
         with engine_factory() as engine:
-            ingest(ruleset, engine, ctx, events, coverage, source, deadline=deadline, telemetry=telemetry)
+            ingest(ruleset, engine, ctx, events, coverage, source, deadline=deadline, telemetry=telemetry,
+                   evidence_piece=evidence)
             report.stored = True
             if time.monotonic() < deadline:
                 res = spool.flush(settings.spool, lambda d: replay(ruleset, engine, d, deadline), deadline=deadline)
                 report.replayed = res.replayed
     except Exception as exc:  # the database is away, slow or refused: nothing may be lost
         report.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        report.spooled = spool.write(settings.spool, payload(ctx, events, coverage, source, telemetry))
+        report.spooled = spool.write(settings.spool, payload(ctx, events, coverage, source, telemetry, evidence))
 
 
 def run_node(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_factory, deadline: float,
@@ -204,8 +207,11 @@ def run_node(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_factor
                                      fabricmanager_log=settings.epilog.fabricmanager_log,
                                      timeout=max(1.0, (deadline - time.monotonic()) / 3),
                                      max_bytes=settings.epilog.node_log_bytes)
+    keeper = LineKeeper(ruleset)  # the lines kept for replay, as the readers stream the logs (one pass)
     obs, cov = collect_node(sources, node, ctx, ruleset.prefilter, window.start, window.end, offsets,
-                            margins=ruleset.graph.margins())
+                            margins=ruleset.graph.margins(),
+                            tap_for=lambda source, where: keeper.tap(source, node, bundle_place(source, node, where),
+                                                                     where))
     events = extract(ruleset, ctx, obs)
     telemetry = None
     if telemetry_dir is not None:
@@ -216,7 +222,8 @@ def run_node(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_factor
     if not events and not env.failed:
         report.skipped = "clean job, nothing to store"
     else:
-        store_or_spool(ruleset, engine_factory, settings, ctx, events, cov, "node", deadline, report, telemetry)
+        store_or_spool(ruleset, engine_factory, settings, ctx, events, cov, "node", deadline, report, telemetry,
+                       keeper.document(reporter=node))
     _forget_stamp(state_dir, env.job_id)
     report.seconds = time.monotonic() - t0
     return report
@@ -307,10 +314,13 @@ def run_controller(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_
     ctx = controller_context(env, info, cluster, now)
     obs: list[Observation] = []
     cov: list[Coverage] = []
+    keeper = LineKeeper(ruleset)
     if settings.epilog.job_output:
         for path in job_output_files(env, info):
-            o, c = read_job_output(path, shown_name(str(path)), ctx, ruleset.prefilter("job"),
-                                   tail_bytes=settings.epilog.job_output_bytes)
+            shown = shown_name(str(path))
+            o, c = read_job_output(path, shown, ctx, ruleset.prefilter("job"),
+                                   tail_bytes=settings.epilog.job_output_bytes,
+                                   tap=keeper.tap("job", None, bundle_place("job", None, path.name), shown))
             obs += o
             cov.append(c)
     banner_state = implied_state(extract(ruleset, ctx, obs)) if still_completing(info) else None
@@ -321,7 +331,8 @@ def run_controller(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_
     if ctx.state == "COMPLETED" and not env.failed and not any(e.role == "cause" for e in events):
         report.skipped = "job completed"
     else:
-        store_or_spool(ruleset, engine_factory, settings, ctx, events, cov, "controller", deadline, report)
+        store_or_spool(ruleset, engine_factory, settings, ctx, events, cov, "controller", deadline, report,
+                       evidence=keeper.document(reporter="controller"))
     report.seconds = time.monotonic() - t0
     return report
 

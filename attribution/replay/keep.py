@@ -1,29 +1,40 @@
-"""The evidence kept for replay: from a bundle, the lines any rule's prefilter flagged and the error-looking lines
-(rules/replay/error-lines.txt), bounded per job, with their source, node, file and line number; plus the counter
-snapshots (telemetry, spec/bundle.md) of every node, parsed (what the counter rules read, in the report payload's
-form: collect.telemetry.snapshot_to_json). See docs/replay.md.
+"""The evidence kept for replay: the lines any rule's prefilter flagged and the error-looking lines
+(rules/replay/error-lines.txt), bounded, with their source, node, file and line number; plus the counter snapshots
+(telemetry, spec/bundle.md) of every node, parsed (what the counter rules read, in the report payload's form:
+collect.telemetry.snapshot_to_json). See docs/replay.md.
+
+One `LineKeeper` selects the lines wherever they are read: from a bundle's files (`keep_bundle`), and on a node as
+the node agent's readers stream its logs (node/epilog.py: the report then carries its piece, bounded per node).
+`merge_piece` puts one reporter's piece into the job's document (its earlier piece replaced, the bound kept per
+job); the store only loads and saves the document.
 
 The document is plain JSON (compressed by the store). Replaying it (attribution.replay.rederive) writes the kept
 lines back at their line numbers, so the collectors read them exactly as they read the original files, and runs
-the counter rules on the kept snapshots.
+the counter rules on the kept snapshots. A file read elsewhere than in a bundle (a node's journald, a job's
+output on the controller) is written back at its bundle place (`file`), with where it was read (`origin`): the
+events re-derived from it carry the original locations again.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
-
-from typing import Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from attribution.model import ExecutionContext
-from attribution.rulepack.load import Prefilter, RuleSet, default_rules_dir
+from attribution.rulepack.prefilter import Prefilter
+from attribution.serialize import EVIDENCE_MAX_BYTES, EVIDENCE_MAX_LINE_CHARS, EVIDENCE_MAX_LINES, line_cost
+
+if TYPE_CHECKING:
+    from attribution.rulepack.values import RuleSet
 
 FORMAT = 1
 ERROR_LINES_FILE = Path("replay") / "error-lines.txt"
 #: Bounds per job: the kept lines, their text, one line's length, the telemetry snapshots.
-MAX_LINES = 2000
-MAX_BYTES = 1 << 20
-MAX_LINE_CHARS = 4096
+MAX_LINES = EVIDENCE_MAX_LINES
+MAX_BYTES = EVIDENCE_MAX_BYTES
+MAX_LINE_CHARS = EVIDENCE_MAX_LINE_CHARS
 MAX_TELEMETRY_BYTES = 4 << 20  # of snapshot JSON: ~20 KiB a node of 8 GPUs and 8 HCAs, ~1 KiB compressed
 READ_CHUNK = 8 << 20
 #: Flags of a kept line: flagged by a rule's prefilter, error-looking.
@@ -40,6 +51,8 @@ class Limits:
 
 def error_patterns(rules_dir: Path | str | None = None) -> tuple[str, ...]:
     """The error-looking patterns of a rule pack (falls back to the shipped pack's when it has none)."""
+    from attribution.resources import rules_dir as default_rules_dir
+
     for root in ([Path(rules_dir)] if rules_dir else []) + [default_rules_dir()]:
         path = root / ERROR_LINES_FILE
         if path.is_file():
@@ -114,62 +127,181 @@ def _read_chunks(path: Path):
             rest = block[nl + 1:]
 
 
+class LineKeeper:
+    """The kept lines of one reporter (a bundle, a node), fed file by file or piece by piece as a reader streams
+    them, bounded as they come: the prefilter hits first (they make the verdict), then the error-looking lines,
+    each in the order fed; once a line does not fit, none of its kind after it is kept (so the result is the same
+    as keeping every candidate and cutting the sorted list)."""
+
+    def __init__(self, ruleset: RuleSet, limits: Limits = Limits(), errorlike: Prefilter | None = None) -> None:
+        self.ruleset, self.limits = ruleset, limits
+        self.errorlike = errorlike if errorlike is not None else errorlike_filter(ruleset.root)
+        self.candidates = 0
+        self._kept: tuple[list, list] = ([], [])  # (source, node, file, origin, lineno, text, flags)
+        self._size = [0, 0]
+        self._full = [False, False]
+
+    def feed(self, source: str, node: str | None, file: str, data: bytes, base: int = 0,
+             origin: str | None = None) -> None:
+        """The flagged lines of `data` (`base`: the lines of the file before it), kept as `file`'s."""
+        for lineno, start, end, flags in flagged_lines(data, self.ruleset.prefilter(source), self.errorlike):
+            self.candidates += 1
+            k = 0 if PREFILTER in flags else 1
+            if self._full[k]:
+                continue
+            text = data[start:end].decode("utf-8", errors="replace").rstrip("\r")[:self.limits.line_chars]
+            n = line_cost(text)
+            if len(self._kept[k]) >= self.limits.lines or self._size[k] + n > self.limits.bytes:
+                self._full[k] = True
+                continue
+            self._kept[k].append((source, node, file, origin, base + lineno, text, flags))
+            self._size[k] += n
+
+    def tap(self, source: str, node: str | None, file: str, origin: str | None = None) -> Callable[[bytes, int], None]:
+        """A tap for collect.textio.Tapped: what a reader passes on is fed as `file`'s, read at `origin`."""
+        return lambda data, base: self.feed(source, node, file, data, base, origin)
+
+    def feed_file(self, source: str, node: str | None, file: str, path: Path) -> None:
+        base = 0
+        try:
+            for block in _read_chunks(path):
+                self.feed(source, node, file, block, base)
+                base += block.count(b"\n")
+        except OSError:
+            pass  # unreadable: the collector already records it in the coverage
+
+    def document(self, reporter: str | None = None) -> dict:
+        """The kept lines as a document (without telemetry: keep_telemetry adds it)."""
+        kept = list(self._kept[0])
+        size = self._size[0]
+        truncated = self._full[0] or self._full[1]
+        for cand in self._kept[1]:
+            n = line_cost(cand[5])
+            if len(kept) >= self.limits.lines or size + n > self.limits.bytes:
+                truncated = True
+                break
+            kept.append(cand)
+            size += n
+        doc = {"format": FORMAT, "rules_version": self.ruleset.version, "truncated": truncated,
+               "candidates": self.candidates, "files": _files(kept)}
+        return doc | ({"reporter": reporter} if reporter else {})
+
+
+def _files(kept) -> list[dict]:
+    files: dict[tuple, dict] = {}
+    for source, node, file, origin, lineno, text, flags in sorted(kept, key=lambda c: (c[2], c[4])):
+        f = files.get((source, node, file))
+        if f is None:
+            f = files[(source, node, file)] = {"source": source, "node": node, "file": file}
+            if origin:
+                f["origin"] = origin
+            f["lines"] = []
+        f["lines"].append([lineno, text, flags])
+    return list(files.values())
+
+
 def keep_bundle(bundle: Path, ctx: ExecutionContext, ruleset: RuleSet, limits: Limits = Limits(),
                 telemetry: Mapping | None = None) -> dict:
     """The evidence document of one bundle (see the module docstring); `telemetry` is its {node: (prolog,
     epilog)} snapshots as collected (collect.telemetry.collect_bundle_telemetry)."""
-    errorlike = errorlike_filter(ruleset.root)
-    candidates: list[tuple[int, str, str | None, str, int, str, str]] = []  # (priority, ...)
+    keeper = LineKeeper(ruleset, limits)
     for source, node, location, path in bundle_files(Path(bundle), ctx):
-        base = 0
-        try:
-            for block in _read_chunks(path):
-                for lineno, start, end, flags in flagged_lines(block, ruleset.prefilter(source), errorlike):
-                    text = block[start:end].decode("utf-8", errors="replace").rstrip("\r")[:limits.line_chars]
-                    candidates.append((0 if PREFILTER in flags else 1, source, node, location, base + lineno,
-                                       text, flags))
-                base += block.count(b"\n")
-        except OSError:
-            continue  # unreadable: the collector already records it in the coverage
-    kept: list = []
-    size = 0
-    truncated = False
-    for cand in sorted(candidates, key=lambda c: c[0]):  # prefilter hits first (they make the verdict), stable
-        n = len(cand[5].encode()) + 1
-        if len(kept) >= limits.lines or size + n > limits.bytes:
-            truncated = True
-            break
-        kept.append(cand)
-        size += n
-    files: dict[tuple, dict] = {}
-    for _, source, node, location, lineno, text, flags in sorted(kept, key=lambda c: (c[3], c[4])):
-        f = files.setdefault((source, node, location), {"source": source, "node": node, "file": location,
-                                                       "lines": []})
-        f["lines"].append([lineno, text, flags])
-    doc = {"format": FORMAT, "rules_version": ruleset.version, "truncated": truncated,
-           "candidates": len(candidates), "files": list(files.values())}
-    return doc | keep_telemetry(telemetry or {}, limits)
+        keeper.feed_file(source, node, location, path)
+    return keeper.document() | keep_telemetry(telemetry or {}, limits)
+
+
+def bundle_place(source: str, node: str | None, name: str) -> str:
+    """Where a file read on a node or the controller lies in a bundle (spec/bundle.md): a node's kernel and
+    Fabric Manager logs under nodes/<node>/, a job's output under job/. Replay reads it from there, so a job's
+    output is read as job output again (its trust mark) and a node's log as that node's."""
+    from attribution.collect.bundle import FABRICMANAGER_LOG, KERNEL_LOG
+
+    if source == "job":
+        return f"job/{Path(name).name}"
+    return f"nodes/{node}/" + {"kernel": KERNEL_LOG, "fabricmanager": FABRICMANAGER_LOG}.get(source, Path(name).name)
 
 
 def keep_telemetry(telemetry: Mapping, limits: Limits = Limits()) -> dict:
     """{"telemetry": {node: {phase: snapshot}}} for the nodes whose snapshots fit in the bound, in node order;
     with "telemetry_truncated" when some did not."""
-    import json
-
     from attribution.collect.telemetry import snapshot_to_json
 
+    return bound_telemetry({node: {s.phase: snapshot_to_json(s) for s in pair if s is not None}
+                            for node, pair in telemetry.items()}, limits)
+
+
+def bound_telemetry(phases_by_node: Mapping[str, Mapping], limits: Limits = Limits()) -> dict:
+    """keep_telemetry on snapshots already in their JSON form."""
     out: dict[str, dict] = {}
     left = limits.telemetry_bytes
     cut = False
-    for node, pair in sorted(telemetry.items()):
-        phases = {s.phase: snapshot_to_json(s) for s in pair if s is not None}
+    for node, phases in sorted(phases_by_node.items()):
         size = len(json.dumps(phases, separators=(",", ":")))
         if size > left:
             cut = True
             continue
         left -= size
-        out[node] = phases
+        out[node] = dict(phases)
     return {"telemetry": out} | ({"telemetry_truncated": True} if cut else {})
+
+
+def merge_piece(doc: Mapping | None, key: str, piece: Mapping, limits: Limits = Limits()) -> dict:
+    """The job's document with one reporter's piece (`key`: the reporter, e.g. `node/g01`) put in: that
+    reporter's earlier lines and snapshots replaced (and any file of the document at a place the piece holds),
+    everything else kept: the document is the union of the pieces. The bounds hold for the job: when the union
+    is over them, prefilter hits go first, then error-looking lines, each by reporter, file and line. A document
+    kept whole from a bundle is the piece `bundle`."""
+    doc = dict(doc or {})
+    pieces = dict(doc.get("pieces") or {})
+    files = [dict(f, piece=f.get("piece") or "bundle") for f in doc.get("files", ())]
+    if doc and not pieces:
+        pieces["bundle"] = _meta(doc)
+    old = pieces.pop(key, None) or {}
+    places = {f["file"] for f in piece.get("files", ())}
+    files = [f for f in files if f["piece"] != key and f["file"] not in places]
+    files += [dict(f, piece=key) for f in piece.get("files", ())]
+    gone = set(old.get("telemetry", ()))
+    tel = {n: p for n, p in (doc.get("telemetry") or {}).items() if n not in gone}
+    tel.update(piece.get("telemetry") or {})
+    pieces[key] = _meta(piece)
+    files, cut = _bound_files(files, limits)
+    kept_tel = bound_telemetry(tel, limits)
+    out = {"format": FORMAT, "rules_version": piece.get("rules_version") or doc.get("rules_version"),
+           "truncated": cut or any(p["truncated"] for p in pieces.values()),
+           "candidates": sum(p["candidates"] for p in pieces.values()), "files": files, "pieces": pieces}
+    if any(p["telemetry_truncated"] for p in pieces.values()):
+        kept_tel["telemetry_truncated"] = True
+    return out | kept_tel
+
+
+def _meta(piece: Mapping) -> dict:
+    return {"rules_version": piece.get("rules_version"), "truncated": bool(piece.get("truncated")),
+            "candidates": int(piece.get("candidates") or 0), "telemetry": sorted(piece.get("telemetry") or ()),
+            "telemetry_truncated": bool(piece.get("telemetry_truncated"))}
+
+
+def _bound_files(files: list[dict], limits: Limits) -> tuple[list[dict], bool]:
+    """The files' lines within the bounds (see merge_piece), and whether some were left out."""
+    lines = [(0 if PREFILTER in ln[2] else 1, f.get("piece") or "", f["file"], ln[0], i)
+             for i, f in enumerate(files) for ln in f["lines"]]
+    total = sum(line_cost(ln[1]) for f in files for ln in f["lines"])
+    if len(lines) <= limits.lines and total <= limits.bytes:
+        return files, False
+    text = {(i, ln[0]): ln for i, f in enumerate(files) for ln in f["lines"]}
+    keep: set[tuple[int, int]] = set()
+    size = 0
+    for _, _, _, lineno, i in sorted(lines):
+        n = line_cost(text[(i, lineno)][1])
+        if len(keep) >= limits.lines or size + n > limits.bytes:
+            break
+        keep.add((i, lineno))
+        size += n
+    out = []
+    for i, f in enumerate(files):
+        kept = [ln for ln in f["lines"] if (i, ln[0]) in keep]
+        if kept:
+            out.append(dict(f, lines=kept))
+    return out, True
 
 
 def kept_telemetry(doc: Mapping) -> dict:

@@ -2,7 +2,8 @@
 
 The kept lines are written back at their line numbers into a scratch bundle (blank lines in between), so the
 collectors parse them exactly as they parsed the original files, and the locations (and so the fingerprints) of
-the events are the same. The counter rules run on the kept snapshots, so a node's telemetry events are the new
+the events are the same (a file read outside a bundle is written at its bundle place, and the events found in it
+are put back at the place it was read: keep.py). The counter rules run on the kept snapshots, so a node's telemetry events are the new
 pack's. Events the kept evidence cannot give again (metric series, pieces sent by node agents: any event whose
 file is not among the kept files, a telemetry event of a node without kept snapshots) are taken as stored.
 """
@@ -53,6 +54,23 @@ def kept_files(doc: dict) -> set[str]:
     return {f["file"] for f in doc.get("files", ())}
 
 
+def kept_origins(doc: dict) -> dict[str, str]:
+    """{bundle place: where it was read} of the kept files read outside a bundle (a node's journald, a job's
+    output on the controller)."""
+    return {f["file"]: f["origin"] for f in doc.get("files", ()) if f.get("origin")}
+
+
+def _at_origin(e: Event, origins: dict[str, str]) -> Event:
+    """The event re-derived from a scratch file, at the location the reporter read it at (so its fingerprint,
+    for a job's output, and its link are the stored event's)."""
+    from dataclasses import replace
+
+    head, sep, tail = e.location.rpartition(":")
+    if sep and tail.isdigit() and head in origins:
+        return replace(e, location=f"{origins[head]}:{tail}")
+    return e
+
+
 def _file_of(location: str) -> str:
     head, sep, tail = location.rpartition(":")
     return head if sep and tail.isdigit() else location
@@ -71,13 +89,16 @@ def rederive(ruleset: RuleSet, ctx: ExecutionContext, doc: dict, coverage: Itera
         write_scratch_bundle(root, ctx, doc)
         d = diagnose_bundle(ruleset, root)
     snaps = kept_telemetry(doc)
+    origins = kept_origins(doc)
     files = kept_files(doc)
-    events = list(d.events) + telemetry_events(ruleset, ctx, snaps)
+    read_at = {(f.get("node"), f["origin"]) for f in doc.get("files", ()) if f.get("origin")}
+    events = [_at_origin(e, origins) for e in d.events] + telemetry_events(ruleset, ctx, snaps)
     seen = {(e.rule, e.location, e.line) for e in events}
     for e in stored_events:
         # not given by the kept files (another collector, a metric rule), nor by the kept snapshots, nor the
         # scheduler's own (derived from ctx)
-        given = e.source == "scheduler" or (e.source == TELEMETRY_SOURCE and e.node in snaps)
+        given = e.source == "scheduler" or (e.source == TELEMETRY_SOURCE and e.node in snaps) or (
+            (None if e.source == "job" else e.node, _file_of(e.location)) in read_at)
         if not given and _file_of(e.location) not in files and (e.rule, e.location, e.line) not in seen:
             events.append(e)
     events.sort(key=Event.sort_key)
