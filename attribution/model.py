@@ -75,6 +75,7 @@ class ExecutionContext:
     timezone: str = "UTC"
     boot_time: Mapping[str, datetime] = field(default_factory=lambda: MappingProxyType({}))
     gpus_per_node: int | None = None
+    job_name: str | None = None  # what the user named the job (Slurm JobName): user-written, see store/recurrence
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "boot_time", _frozen_map(self.boot_time))

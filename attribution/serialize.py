@@ -25,7 +25,7 @@ def context_to_json(ctx: ExecutionContext) -> dict:
         "nodes": list(ctx.nodes), "tasks_per_node": ctx.tasks_per_node,
         "srun_tasks_per_node": ctx.srun_tasks_per_node, "start": format_utc(ctx.start), "end": format_utc(ctx.end),
         "timezone": ctx.timezone, "boot_time": {k: format_utc(v) for k, v in ctx.boot_time.items()},
-        "gpus_per_node": ctx.gpus_per_node,
+        "gpus_per_node": ctx.gpus_per_node, "job_name": ctx.job_name,
     }
     return {k: v for k, v in d.items() if v not in (None, {}, [])}
 

@@ -54,6 +54,7 @@ def test_sacct_json_and_text_of_the_same_jobs_agree():
         for f in ("ExitCode", "DerivedExitCode", "Start", "End", "NodeList", "Cluster", "WorkDir", "User"):
             assert j.get(f) == t.get(f), (jid, f, j.get(f), t.get(f))
         assert context_of(j) == context_of(t), jid
+    assert {context_of(j).job_name for j in js.values()} == {context_of(t).job_name for t in txt.values()} != {None}
     # 24.11's JSON exit codes are right (22.05's said SUCCESS for this job)
     assert js[JOBS["fail2"]].get("ExitCode") == "3:0" and js[JOBS["fail2"]].get("DerivedExitCode") == "5:0"
     assert js[JOBS["fail2"]].tasks == txt[JOBS["fail2"]].tasks == 4

@@ -94,6 +94,8 @@ class ContextDoc(_Strict):
     end: Time | None = None
     timezone: Name | None = None
     boot_time: dict[NodeName, Time] = Field(default_factory=dict, max_length=MAX_NODES)
+    job_name: Annotated[str, Field(max_length=255), AfterValidator(_storable)] | None = Field(
+        default=None, description="what the user named the job (Slurm JobName): groups only that user's jobs")
 
 
 class JobContextDoc(ContextDoc):

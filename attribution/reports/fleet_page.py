@@ -96,7 +96,8 @@ def _recurrence_table(rows: list[dict]) -> str:
         return ('<p class="muted" id="recurring-failures">No workload failed again on the same cause in this '
                 'period.</p>')
     body = "".join(
-        f'<tr><td><b>{esc(r["workload"])}</b> <span class="muted">{esc(r["cluster"])}</span></td>'
+        f'<tr><td><b>{esc(r["workload"])}</b> <span class="muted">'
+        f'{"job name" if r.get("workload_by") == "job_name" else "job id"} · {esc(r["cluster"])}</span></td>'
         f'<td>{esc(r["user_name"] or "")}</td><td>{esc(r["outcome"])}</td><td>{esc(r["root_kind"])}</td>'
         f'<td class="num">{r["failures"]}</td><td>{esc(r["first_job_id"])}</td><td>{esc(r["last_job_id"])}</td>'
         f'<td class="num">{float(r["repeats_lost_gpu_hours"]):,.1f}</td></tr>' for r in rows)

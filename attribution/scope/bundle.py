@@ -18,7 +18,7 @@ from attribution.timeparse import UTC, TimeError, as_utc, parse_iso, resolve_zon
 #: Fields context.yaml may carry (spec/bundle.md); anything else is refused so typos do not pass silently.
 KNOWN_FIELDS = frozenset({
     "scheduler", "cluster", "job_id", "user", "partition", "state", "exit_code", "failed_node", "nodes",
-    "tasks_per_node", "srun_tasks_per_node", "start", "end", "timezone", "boot_time", "gpus_per_node",
+    "tasks_per_node", "srun_tasks_per_node", "start", "end", "timezone", "boot_time", "gpus_per_node", "job_name",
 })
 
 
@@ -148,6 +148,7 @@ def context_from_mapping(data: dict, origin: str) -> ExecutionContext:
         raise InputError(origin, f"end {end.isoformat()} is before start {start.isoformat()}")
     failed = data.get("failed_node")
     exit_code = data.get("exit_code")
+    job_name = job_name_of(data.get("job_name"), origin)
     return ExecutionContext(
         scheduler=str(data.get("scheduler") or "static"),
         cluster=str(data["cluster"]),
@@ -165,7 +166,31 @@ def context_from_mapping(data: dict, origin: str) -> ExecutionContext:
         timezone=str(data.get("timezone") or "UTC"),
         boot_time={k: v for k, v in boot_time.items() if v is not None},
         gpus_per_node=_int(data.get("gpus_per_node"), "gpus_per_node", origin),
+        job_name=job_name,
     )
+
+
+def job_name_of(value: Any, origin: str = "context") -> str | None:
+    """A job name as a context may carry it: any text the user chose (Slurm allows spaces and any character but
+    NUL), at most MAX_NAME characters; empty is none."""
+    if value is None or value == "":
+        return None
+    name = str(value)
+    if len(name) > MAX_NAME:
+        raise InputError(origin, f"job_name: a name of {len(name)} characters (at most {MAX_NAME})")
+    if "\0" in name or any(0xD800 <= ord(c) <= 0xDFFF for c in name):
+        raise InputError(origin, "job_name: a NUL character or a lone surrogate (not storable text)")
+    return name
+
+
+def scheduler_job_name(value: Any) -> str | None:
+    """A job name as a scheduler reports it (the epilog's environment, scontrol, sacct, a Kueue object): the same
+    text as job_name_of keeps, cut to MAX_NAME characters and without NULs rather than refused (a name the user
+    chose must not lose the job's report)."""
+    if value is None:
+        return None
+    name = "".join(c for c in str(value) if c != "\0" and not 0xD800 <= ord(c) <= 0xDFFF)[:MAX_NAME]
+    return name or None
 
 
 def parse_context(text: str, origin: str = "context.yaml") -> ExecutionContext:

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from attribution.errors import InputError
 from attribution.model import ExecutionContext
+from attribution.scope.bundle import scheduler_job_name
 from attribution.timeparse import TimeError, parse_iso
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -237,7 +238,7 @@ def workload_context(workload: Any, pods_doc: Any, cluster: str, origin: str = "
         scheduler="kueue", cluster=cluster, job_id=f"{ns}/{name}", nodes=tuple(nodes), user=None,
         partition=admission.get("clusterQueue") or (workload.get("spec") or {}).get("queueName"), state=state,
         exit_code=exit_code, failed_node=unhealthy[0] if unhealthy else None, start=start, end=end,
-        gpus_per_node=_gpus_per_node(pods))
+        gpus_per_node=_gpus_per_node(pods), job_name=scheduler_job_name(owner.get("name") or name))
     return Workload(ns, name, owner.get("kind"), owner.get("name"), ctx, placements)
 
 

@@ -18,7 +18,7 @@ import hostlist
 
 from attribution.errors import InputError
 from attribution.model import ExecutionContext
-from attribution.scope.bundle import normalize_state
+from attribution.scope.bundle import normalize_state, scheduler_job_name
 from attribution.timeparse import TimeError, parse_iso
 
 #: What we ask sacct for. FailedNode exists only in newer Slurm (not 22.05): without it, sacct is asked again.
@@ -159,7 +159,7 @@ def context_of(job: SacctJob, cluster: str | None = None, origin: str = "sacct")
         scheduler="slurm", cluster=job.get("Cluster") or cluster or "default", job_id=job.job_id, nodes=nodes,
         user=job.get("User"), partition=job.get("Partition"), state=job.state, exit_code=job.get("ExitCode"),
         failed_node=failed_node if failed_node in nodes else None, tasks_per_node=tpn, start=start, end=end,
-        gpus_per_node=gpus_per_node or None)
+        gpus_per_node=gpus_per_node or None, job_name=scheduler_job_name(job.get("JobName")))
 
 
 __all__ = ["FIELDS", "OPTIONAL_FIELDS", "ACTIVE_STATES", "SacctJob", "sacct_argv", "is_step", "parse_sacct",

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Mapping
 
 from attribution.model import ExecutionContext
-from attribution.scope.bundle import expand_nodes, normalize_state
+from attribution.scope.bundle import expand_nodes, normalize_state, scheduler_job_name
 
 UTC = timezone.utc
 
@@ -118,7 +118,8 @@ def node_context(env: EpilogEnv, window: Window, cluster: str, boot_time: dateti
     return ExecutionContext(
         scheduler="slurm", cluster=cluster, job_id=env.job_id, nodes=env.nodes or ((env.node,) if env.node else ()),
         user=env.user, partition=env.partition, state=state, exit_code=env.exit_code, start=window.start,
-        end=window.end, boot_time={env.node: boot_time} if (env.node and boot_time) else {}, gpus_per_node=gpus)
+        end=window.end, boot_time={env.node: boot_time} if (env.node and boot_time) else {}, gpus_per_node=gpus,
+        job_name=scheduler_job_name(env.job_name))
 
 
 # -- scontrol show job -o ----------------------------------------------------------------------------------------
@@ -127,9 +128,17 @@ _KV = re.compile(r"(\w[\w:/]*)=(\S*)")
 
 
 def parse_scontrol_job(text: str) -> dict[str, str]:
-    """`scontrol show job -o <id>` (one line of Key=Value pairs) to a dict."""
+    """`scontrol show job -o <id>` (one line of Key=Value pairs) to a dict. JobName may hold spaces (users name
+    jobs): it is everything up to ` UserId=`, the field scontrol prints next."""
     line = text.strip().splitlines()[0] if text.strip() else ""
-    return {m.group(1): m.group(2) for m in _KV.finditer(line)}
+    out = {m.group(1): m.group(2) for m in _KV.finditer(line)}
+    at = line.find(" JobName=")
+    if at >= 0 or line.startswith("JobName="):
+        start = line.find("JobName=", max(at, 0)) + len("JobName=")
+        stop = line.find(" UserId=", start)
+        if stop >= 0:
+            out["JobName"] = line[start:stop]
+    return out
 
 
 def final_state(info: Mapping[str, str], exit_code: str | None) -> str:
@@ -186,7 +195,8 @@ def controller_context(env: EpilogEnv, info: Mapping[str, str], cluster: str, no
     return ExecutionContext(
         scheduler="slurm", cluster=cluster, job_id=env.job_id, nodes=nodes, user=user,
         partition=env.partition or info.get("Partition"), state=state, exit_code=exit_code, start=start,
-        end=end if (start is None or end >= start) else start, tasks_per_node=tpn)
+        end=end if (start is None or end >= start) else start, tasks_per_node=tpn,
+        job_name=scheduler_job_name(env.job_name or info.get("JobName")))
 
 
 # -- SLURM_JOB_STDOUT patterns ---------------------------------------------------------------------------------

@@ -124,18 +124,20 @@ class JobRow:
         doc = json.dumps(context_to_json(ctx))
         values = {"c": ctx.cluster, "j": ctx.job_id, "s": start, "e": ctx.end, "u": ctx.user, "p": ctx.partition,
                   "st": ctx.state, "x": ctx.exit_code, "f": ctx.failed_node, "n": list(ctx.nodes),
-                  "g": ctx.gpus_per_node, "doc": doc, "src": self.source, "prec": self.precedence}
+                  "g": ctx.gpus_per_node, "doc": doc, "src": self.source, "prec": self.precedence,
+                  "jn": ctx.job_name}
         if row is None:
             new_id = self.conn.execute(text(
-                "INSERT INTO attribution.jobs (cluster, job_id, start_time, end_time, user_name, partition, state, "
-                "exit_code, failed_node, nodes, gpus_per_node, context, context_source, context_rank) "
-                "VALUES (:c, :j, :s, :e, :u, :p, :st, :x, :f, :n, :g, CAST(:doc AS jsonb), :src, :prec) "
+                "INSERT INTO attribution.jobs (cluster, job_id, start_time, end_time, user_name, job_name, partition, "
+                "state, exit_code, failed_node, nodes, gpus_per_node, context, context_source, context_rank) "
+                "VALUES (:c, :j, :s, :e, :u, :jn, :p, :st, :x, :f, :n, :g, CAST(:doc AS jsonb), :src, :prec) "
                 "RETURNING id"), values).scalar_one()
             return JobRef(new_id, ctx.cluster, ctx.job_id, start)
         ref, stored_start, stored_precedence = row
-        if self.precedence >= stored_precedence:
+        if self.precedence >= stored_precedence:  # a context without a job name (a node's) keeps the known one
             self.conn.execute(text(
-                "UPDATE attribution.jobs SET start_time = :s, end_time = :e, user_name = :u, partition = :p, "
+                "UPDATE attribution.jobs SET start_time = :s, end_time = :e, user_name = :u, "
+                "job_name = coalesce(:jn, job_name), partition = :p, "
                 "state = :st, exit_code = :x, failed_node = :f, nodes = :n, gpus_per_node = :g, "
                 "context = CAST(:doc AS jsonb), context_source = :src, context_rank = :prec, updated_at = now() "
                 "WHERE job_id = :j AND id = :id"), dict(values, id=ref))

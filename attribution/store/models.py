@@ -105,6 +105,7 @@ class Job(Base):
     start_time: Mapped[datetime] = mapped_column(TS)
     end_time: Mapped[datetime | None] = mapped_column(TS)
     user_name: Mapped[str | None] = mapped_column(Text)
+    job_name: Mapped[str | None] = mapped_column(Text)  # user-written: groups that user's jobs only (recurrence)
     partition: Mapped[str | None] = mapped_column(Text)
     state: Mapped[str] = mapped_column(Text, server_default=text("'UNKNOWN'"))
     exit_code: Mapped[str | None] = mapped_column(Text)

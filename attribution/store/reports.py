@@ -89,7 +89,7 @@ GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"""
 
 #: Workloads that failed again on the same cause in the period (failure_recurrence), with what the repeats lost.
 RECURRING_FAILURES = """
-SELECT r.cluster, r.user_name, r.workload, r.outcome, r.root_kind,
+SELECT r.cluster, r.user_name, r.workload, r.workload_by, r.outcome, r.root_kind,
        max(r.failure_number) AS failures, min(r.first_job_id) AS first_job_id,
        (array_agg(r.job_id ORDER BY r.job_start DESC, r.job_ref DESC))[1] AS last_job_id,
        count(*) AS repeats_in_period,
@@ -97,7 +97,7 @@ SELECT r.cluster, r.user_name, r.workload, r.outcome, r.root_kind,
 FROM attribution.failure_recurrence r
 LEFT JOIN attribution.lost_gpu_hours l ON l.job_ref = r.job_ref
 WHERE coalesce(r.job_end, r.job_start) >= :since AND coalesce(r.job_end, r.job_start) < :until
-GROUP BY r.cluster, r.user_name, r.workload, r.outcome, r.root_kind
+GROUP BY r.cluster, r.user_name, r.workload, r.workload_by, r.outcome, r.root_kind
 ORDER BY failures DESC, repeats_lost_gpu_hours DESC, r.cluster, r.workload, r.root_kind
 LIMIT :limit"""
 

@@ -49,7 +49,8 @@ def _env(node: str | None, job_id: str = "601", **more) -> dict:
     if node:
         env |= {"SLURMD_NODENAME": node, "SLURM_SCRIPT_CONTEXT": "epilog_slurmd"}
     else:
-        env |= {"SLURM_SCRIPT_CONTEXT": "epilog_slurmctld", "SLURM_JOB_EXIT_CODE2": "1:0"}
+        env |= {"SLURM_SCRIPT_CONTEXT": "epilog_slurmctld", "SLURM_JOB_EXIT_CODE2": "1:0",
+                "SLURM_JOB_NAME": "llama 70b"}  # EpilogSlurmctld only: the node epilog has no job name
     return env | more
 
 
@@ -147,6 +148,8 @@ def test_node_agents_reporting_to_the_database_keep_the_union_of_their_lines_and
     assert _lines(_kept(store)) == union
     with store.begin() as c:
         assert c.execute(text("SELECT lines FROM attribution.job_evidence")).scalar_one() == 3
+        # the controller's job name stays when a node (which knows none) reports after it
+        assert c.execute(text("SELECT job_name FROM attribution.jobs")).scalar_one() == "llama 70b"
     _diff_and_reattribute(store, tmp_path)
 
 

@@ -72,6 +72,8 @@ def test_offset_timezone():
     ("cluster: c\njob_id: 1\nnodes: [a]\nstart: 2026-01-02T00:00:00Z\nend: 2026-01-01T00:00:00Z\n", "before start"),
     ("- just\n- a list\n", "expected a mapping"),
     ("cluster: [unclosed\n", "malformed YAML"),
+    ("cluster: c\njob_id: 1\nnodes: [a]\njob_name: " + "x" * 256 + "\n", "job_name: a name of 256 characters"),
+    ('cluster: c\njob_id: 1\nnodes: [a]\njob_name: "a\\0b"\n', "job_name: a NUL character"),
 ])
 def test_bad_context_names_file_and_problem(text, message):
     with pytest.raises(InputError) as exc:
@@ -91,3 +93,12 @@ def test_missing_and_binary_context_files(tmp_path):
                                        ("cancelled+", "CANCELLED"), (None, "UNKNOWN"), ("", "UNKNOWN")])
 def test_state_word(raw, state):
     assert normalize_state(raw) == state
+
+
+def test_a_job_name_is_any_text_and_goes_through_the_stored_form():
+    from attribution.serialize import context_from_json, context_to_json
+
+    ctx = parse_context("cluster: c\njob_id: '1'\nnodes: [n1]\njob_name: 'llama 70b: run #3'\n")
+    assert ctx.job_name == "llama 70b: run #3"
+    assert context_from_json(context_to_json(ctx)) == ctx
+    assert parse_context("cluster: c\njob_id: '1'\nnodes: [n1]\njob_name: ''\n").job_name is None

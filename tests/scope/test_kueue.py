@@ -115,3 +115,11 @@ def test_refs_and_selectors():
 def test_not_a_workload_is_refused():
     with pytest.raises(InputError, match="Workload"):
         workload_context({"kind": "Pod"}, None, "c")
+
+
+def test_the_job_name_is_the_owner_s_name_else_the_workload_s(workload, pods):
+    """The Workload pytorchjob-gpt13b-7f3c2 belongs to the PyTorchJob gpt13b: a resubmitted gpt13b gets a new
+    workload name but keeps that one."""
+    assert workload_context(workload, pods, "helios").context.job_name == "gpt13b"
+    del workload["metadata"]["ownerReferences"]
+    assert workload_context(workload, pods, "helios").context.job_name == "pytorchjob-gpt13b-7f3c2"

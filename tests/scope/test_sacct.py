@@ -33,6 +33,7 @@ def test_a_failed_two_node_job_from_a_real_22_05_cluster():
     assert ctx.exit_code == "3:0" and ctx.user == "root" and ctx.partition == "debug"
     assert ctx.start == datetime(2026, 11, 30, 10, 36, 56, tzinfo=UTC) and ctx.tasks_per_node == 2
     assert ctx.failed_node is None and ctx.gpus_per_node is None and ctx.scheduler == "slurm"
+    assert ctx.job_name == "wrap"  # sacct's JobName (sbatch --wrap names the job so)
 
 
 def test_completed_and_cancelled_jobs():

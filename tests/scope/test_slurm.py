@@ -105,3 +105,17 @@ def test_output_patterns():
     assert expand_output_pattern("%x-%A_%a.%u.log", e) == "/scratch/twonode-40_7.root.log"
     assert expand_output_pattern("/o/%N-%4j-%%.txt", e) == "/o/node1-0001-%.txt"
     assert expand_output_pattern("", parse_env(CTLD_ENV)) == "/scratch/slurm-1.out"
+
+
+def test_the_job_name_comes_from_the_controller_epilog_else_scontrol_and_may_hold_spaces():
+    """EpilogSlurmctld sees SLURM_JOB_NAME (knowledge/slurm-in-ci.md: twonode); scontrol's JobName runs up to
+    its next field, UserId; the node epilog has no name (Slurm does not set SLURM_JOB_NAME there)."""
+    assert controller_context(parse_env(CTLD_ENV), parse_scontrol_job(SCONTROL), "feas", NOW).job_name == "twonode"
+    env = {k: v for k, v in CTLD_ENV.items() if k != "SLURM_JOB_NAME"}
+    spaced = SCONTROL.replace("JobName=wrap", "JobName=llama 70b run 3")
+    assert parse_scontrol_job(spaced)["JobName"] == "llama 70b run 3"
+    assert parse_scontrol_job(spaced)["UserId"] == "root(0)"
+    assert controller_context(parse_env(env), parse_scontrol_job(spaced), "feas", NOW).job_name == "llama 70b run 3"
+    assert controller_context(parse_env(env), {}, "feas", NOW).job_name is None
+    e = parse_env(NODE_ENV)
+    assert node_context(e, job_window(e, NOW, None, 3600), "feas", None).job_name is None

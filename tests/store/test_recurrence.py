@@ -1,5 +1,5 @@
-"""Recurrence: a workload (job id and its requeues, one job array, of one user) failing again on the same root
-cause is flagged in its verdict and listed by the failure_recurrence view."""
+"""Recurrence: a workload (job id and its requeues, one job array, or one job name, of one user) failing again on
+the same root cause is flagged in its verdict and listed by the failure_recurrence view."""
 
 from __future__ import annotations
 
@@ -37,10 +37,10 @@ def test_array_siblings_and_requeues_failing_on_the_same_cause_are_counted(rules
 
     assert _doc(store, "400_1", "2026-03-10T08:00:00Z").get("recurrence") is None
     assert _doc(store, "400_2", "2026-03-11T08:00:00Z")["recurrence"] == {
-        "failure_number": 2, "earlier_jobs": ["400_1"],
+        "failure_number": 2, "earlier_jobs": ["400_1"], "workload": "400", "by": "job_id",
         "message": "second failure of this workload on the same cause (python_exception)"}
     assert _doc(store, "400_3", "2026-03-12T08:00:00Z")["recurrence"] == {
-        "failure_number": 3, "earlier_jobs": ["400_1", "400_2"],
+        "failure_number": 3, "earlier_jobs": ["400_1", "400_2"], "workload": "400", "by": "job_id",
         "message": "third failure of this workload on the same cause (python_exception)"}
     assert _doc(store, "400_4", "2026-03-13T08:00:00Z").get("recurrence") is None
     assert _doc(store, "500", "2026-03-13T08:00:00Z")["recurrence"]["failure_number"] == 2
@@ -65,3 +65,64 @@ def test_array_siblings_and_requeues_failing_on_the_same_cause_are_counted(rules
     later = fleet_data(store, weeks=1, until=datetime(2026, 3, 30, 12, tzinfo=timezone.utc))
     assert later.recurring_failures == []
     assert 'id="recurring-failures">No workload failed again' in fleet_html(later, bundle="")
+
+
+def _named(ruleset, store, tmp_path, folder, job_id, node, day, name, user="u", kernel=(), out=TRACEBACK):
+    ingest_bundle(ruleset, store, failed_job_bundle(
+        tmp_path / folder, job_id, node, list(kernel), start=f"2026-03-{day}T08:00:00Z",
+        end=f"2026-03-{day}T10:00:00Z", job_lines=tuple(out), user=user, job_name=name))
+
+
+def test_resubmissions_under_new_ids_with_the_same_name_and_user_are_one_workload(ruleset, store, tmp_path):
+    """Three jobs named train-llama by user u, ids 601, 702, 803 on three days, each a Python exception: the
+    first, second and third failure of one workload."""
+    for folder, job_id, node, day in (("n1", "601", "g01", "10"), ("n2", "702", "g02", "11"),
+                                      ("n3", "803", "g03", "12")):
+        _named(ruleset, store, tmp_path, folder, job_id, node, day, "train-llama")
+    assert _doc(store, "601", "2026-03-10T08:00:00Z").get("recurrence") is None
+    assert _doc(store, "702", "2026-03-11T08:00:00Z")["recurrence"] == {
+        "failure_number": 2, "earlier_jobs": ["601"], "workload": "train-llama", "by": "job_name",
+        "message": "second failure of this workload on the same cause (python_exception)"}
+    assert _doc(store, "803", "2026-03-12T08:00:00Z")["recurrence"] == {
+        "failure_number": 3, "earlier_jobs": ["601", "702"], "workload": "train-llama", "by": "job_name",
+        "message": "third failure of this workload on the same cause (python_exception)"}
+    with store.connect() as c:
+        assert c.execute(text("SELECT job_name FROM attribution.jobs ORDER BY job_id")).scalars().all() == [
+            "train-llama"] * 3
+        rows = c.execute(text("SELECT job_id, workload, workload_by, job_name, failure_number, first_job_id "
+                              "FROM attribution.failure_recurrence ORDER BY job_start")).all()
+    assert [tuple(r) for r in rows] == [("702", "train-llama", "job_name", "train-llama", 2, "601"),
+                                        ("803", "train-llama", "job_name", "train-llama", 3, "601")]
+    data = fleet_data(store, weeks=2, until=datetime(2026, 3, 16, 12, tzinfo=timezone.utc))
+    assert [(r["workload"], r["workload_by"], r["user_name"], r["failures"], r["first_job_id"], r["last_job_id"],
+             r["repeats_in_period"]) for r in data.recurring_failures] == [
+        ("train-llama", "job_name", "u", 3, "601", "803", 2)]
+    table = fleet_html(data, bundle="").split('<table id="recurring-failures">', 1)[1].split("</table>", 1)[0]
+    assert "<b>train-llama</b>" in table and "job name" in table
+
+
+def test_a_job_name_never_groups_two_users_jobs_nor_two_causes(ruleset, store, tmp_path):
+    """train-llama of user u (Python exception), of user v (same cause), and of u again on another cause (Xid
+    79 on g03): three first failures. The name is user-written: another user naming a job the same joins
+    nothing."""
+    _named(ruleset, store, tmp_path, "u1", "601", "g01", "10", "train-llama")
+    _named(ruleset, store, tmp_path, "v1", "702", "g02", "11", "train-llama", user="v")
+    _named(ruleset, store, tmp_path, "u2", "803", "g03", "12", "train-llama", kernel=[XID79], out=())
+    for job_id, day in (("601", "10"), ("702", "11"), ("803", "12")):
+        assert _doc(store, job_id, f"2026-03-{day}T08:00:00Z").get("recurrence") is None
+    with store.connect() as c:
+        assert c.execute(text("SELECT count(*) FROM attribution.failure_recurrence")).scalar_one() == 0
+
+
+def test_a_job_without_a_name_joins_the_named_workload_of_its_job_id(ruleset, store, tmp_path):
+    """Job 900 named nightly, then requeued as 900 days later without a name known (only its nodes reported it),
+    then resubmitted as 905 named nightly: one workload, failures 1..3, all on the same cause."""
+    _named(ruleset, store, tmp_path, "a", "900", "g01", "10", "nightly")
+    _named(ruleset, store, tmp_path, "b", "900", "g02", "13", None)
+    _named(ruleset, store, tmp_path, "c", "905", "g03", "16", "nightly")
+    assert _doc(store, "900", "2026-03-13T08:00:00Z")["recurrence"]["failure_number"] == 2
+    assert _doc(store, "905", "2026-03-16T08:00:00Z")["recurrence"]["earlier_jobs"] == ["900", "900"]
+    with store.connect() as c:
+        rows = c.execute(text("SELECT job_id, workload, failure_number FROM attribution.failure_recurrence "
+                              "ORDER BY job_start")).all()
+    assert [tuple(r) for r in rows] == [("900", "nightly", 2), ("905", "nightly", 3)]
