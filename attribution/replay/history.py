@@ -89,11 +89,11 @@ def unmatched_lines(engine: Engine, ruleset: RuleSet, since: datetime | None = N
     from pathlib import Path
 
     from attribution.collect.bundle import collect_bundle
-    from attribution.replay.keep import errorlike_filter
+    from attribution.replay.keep import pack_errorlike
     from attribution.replay.rederive import write_scratch_bundle
     from attribution.replay.suggest import Unmatched
 
-    errorlike = errorlike_filter(ruleset.root)
+    errorlike = pack_errorlike(ruleset)
     rows = in_transaction(engine, lambda c: list(failed_jobs_with_evidence(c, since)))
     out = []
     for row in rows:

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from attribution.rulepack.values import RuleSet
 
 FORMAT = 1
-ERROR_LINES_FILE = Path("replay") / "error-lines.txt"
 #: Bounds per job: the kept lines, their text, one line's length, the telemetry snapshots.
 MAX_LINES = EVIDENCE_MAX_LINES
 MAX_BYTES = EVIDENCE_MAX_BYTES
@@ -49,24 +48,17 @@ class Limits:
     telemetry_bytes: int = MAX_TELEMETRY_BYTES
 
 
-def error_patterns(rules_dir: Path | str | None = None) -> tuple[str, ...]:
-    """The error-looking patterns of a rule pack (falls back to the shipped pack's when it has none)."""
-    from attribution.resources import rules_dir as default_rules_dir
-
-    for root in ([Path(rules_dir)] if rules_dir else []) + [default_rules_dir()]:
-        path = root / ERROR_LINES_FILE
-        if path.is_file():
-            out = []
-            for raw in path.read_text(encoding="utf-8").splitlines():
-                s = raw.strip()
-                if s and not s.startswith("#"):
-                    out.append(f"(?i:{s})")
-            return tuple(out)
-    return ()
+def pack_errorlike(ruleset: RuleSet) -> Prefilter:
+    """The pack's error-looking filter: built with the pack (so the node agent's cache holds it compiled), else
+    (a pack cached before it had one) built now."""
+    own = getattr(ruleset, "errorlike", None)
+    return own if own is not None else errorlike_filter(ruleset.root)
 
 
 def errorlike_filter(rules_dir: Path | str | None = None) -> Prefilter:
-    return Prefilter(error_patterns(rules_dir))
+    from attribution.rulepack.errorlines import error_line_patterns
+
+    return Prefilter(error_line_patterns(rules_dir))
 
 
 def bundle_files(bundle: Path, ctx: ExecutionContext) -> list[tuple[str, str | None, str, Path]]:
@@ -135,7 +127,7 @@ class LineKeeper:
 
     def __init__(self, ruleset: RuleSet, limits: Limits = Limits(), errorlike: Prefilter | None = None) -> None:
         self.ruleset, self.limits = ruleset, limits
-        self.errorlike = errorlike if errorlike is not None else errorlike_filter(ruleset.root)
+        self.errorlike = errorlike if errorlike is not None else pack_errorlike(ruleset)
         self.candidates = 0
         self._kept: tuple[list, list] = ([], [])  # (source, node, file, origin, lineno, text, flags)
         self._size = [0, 0]

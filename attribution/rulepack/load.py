@@ -13,6 +13,7 @@ from types import MappingProxyType
 
 from attribution.errors import Problem, RulePackError
 from attribution.rulepack.builders import BUILDERS, Building
+from attribution.rulepack.errorlines import error_line_patterns
 from attribution.rulepack.prefilter import Prefilter, compile_re2, search_set
 from attribution.rulepack.values import Rule, RuleSet
 from attribution.rulepack.yamlload import FILE_TYPES, SCHEMA_DIR_NAME, pack_files, read_pack
@@ -52,4 +53,5 @@ def load_rules(directory: Path | str | None = None) -> RuleSet:
                                     if t in ("drain_policy", "metric_rules", "counter_rules")}),
         _by_source=MappingProxyType({k: tuple(v) for k, v in by_source.items()}),
         _sets=MappingProxyType({k: search_set(r.pattern for r in v) for k, v in by_source.items()}),
-        _prefilters=MappingProxyType({k: Prefilter(r.prefilter for r in v) for k, v in by_source.items()}))
+        _prefilters=MappingProxyType({k: Prefilter(r.prefilter for r in v) for k, v in by_source.items()}),
+        errorlike=Prefilter(error_line_patterns(root)))

@@ -223,6 +223,9 @@ class RuleSet:
     _by_source: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False)
     _sets: Mapping[str, Any] = field(default_factory=dict, repr=False)
     _prefilters: Mapping[str, Prefilter] = field(default_factory=dict, repr=False)
+    #: The error-looking lines' filter (replay/error-lines.txt: what is kept for replay besides the prefilter
+    #: hits), built with the pack so that the node agent's cache holds it compiled. None: build it on use.
+    errorlike: Prefilter | None = field(default=None, repr=False)
 
     def rules_for(self, source: str) -> tuple[Rule, ...]:
         return self._by_source.get(source, ())
