@@ -240,3 +240,21 @@ def test_the_codec_carries_a_nodes_piece_and_refuses_job_output_or_a_misplaced_f
     over = dict(piece, files=[dict(piece["files"][0], lines=[[i + 1, "x", "e"] for i in range(2001)])])
     with pytest.raises(InputError, match="over the bound of 2000 lines"):
         evidence_from_json(over, "evidence", "node")
+
+
+def test_a_spooled_node_report_keeps_its_lines_when_the_spool_is_flushed(ruleset, store, tmp_path):
+    from attribution.node import spool
+    from attribution.node.epilog import replay
+
+    def away():
+        raise OSError("database away")
+
+    settings = _settings(tmp_path)
+    kern = _kernel_file(tmp_path, "g01", UNKNOWN_LINE)
+    r = run_node(ruleset, settings, parse_env(_env("g01")), away, time.monotonic() + 60, now=END,
+                 sources=LiveSources(kernel="file", kernel_file=str(kern), fabricmanager_log=None))
+    assert r.spooled is not None and not r.stored
+    res = spool.flush(settings.spool, lambda d: replay(ruleset, store, d))
+    assert (res.replayed, res.left, res.bad) == (1, 0, [])
+    assert _lines(_kept(store)) == {("node/g01", "kernel", "g01", "nodes/g01/kernel.log", str(kern), 2,
+                                     f"2026-03-10 09:59:30 g01 kernel: {UNKNOWN_LINE}", "e")}
