@@ -2,8 +2,8 @@
 failure_recurrence view groups a user's resubmissions under new job ids by it (docs/replay.md "Recurrence").
 Job names are user-written: they group only one known user's jobs, and no drain decision reads them.
 
-Revision ID: 0012_job_name
-Revises: 0007
+Revision ID: 0015
+Revises: 0014
 Create Date: 2026-12-01
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012_job_name"
-down_revision = "0007"
+revision = "0015"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
@@ -31,7 +31,7 @@ def _if_role(role: str, sql: str) -> str:
 def upgrade() -> None:
     op.add_column("jobs", sa.Column("job_name", sa.Text(), nullable=True), schema=S)
     op.execute(f"DROP VIEW {S}.failure_recurrence")
-    op.execute((SQL / "0012_job_name" / "70_failure_recurrence.sql").read_text())
+    op.execute((SQL / revision / "70_failure_recurrence.sql").read_text())
     # readers: the view, and the column it reads (0007: exactly the columns the views read)
     op.execute(_if_role("attribution_reader", f"GRANT SELECT ON {S}.failure_recurrence TO attribution_reader"))
     op.execute(_if_role("attribution_reader", f"GRANT SELECT (job_name) ON {S}.jobs TO attribution_reader"))
