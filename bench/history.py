@@ -55,7 +55,7 @@ def fill(engine: Engine, start_index: int, count: int, events_per_job: int = EVE
         # jobs for the new events: job k owns events k*100 .. k*100+99
         c.execute(text(f"""
             INSERT INTO attribution.jobs (cluster, job_id, start_time, end_time, user_name, state, nodes,
-                                          gpus_per_node, context, context_source, context_rank)
+                                          gpus_per_node, context, context_source, context_precedence)
             SELECT 'fleet', k::text, t - interval '3 hours', t, 'user' || (k % 97), 'FAILED',
                    ARRAY['n' || lpad(((k * 7919) % {NODES})::text, 5, '0')], {GPUS_PER_NODE}, '{{}}'::jsonb, 'bench', 3
             FROM (SELECT k, now() - make_interval(secs => k * {slot} + (k * 2654435761) % {slot}) AS t

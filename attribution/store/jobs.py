@@ -17,7 +17,7 @@ from attribution.serialize import context_from_json, context_to_json
 
 UTC = timezone.utc
 #: Which source of a job's context takes precedence: the controller and bundles know the final state, a node
-#: does not (stored in the jobs.context_rank column).
+#: does not (stored in the jobs.context_precedence column).
 CONTEXT_PRECEDENCE = {"node": 1, "epilog": 1, "sacct": 2, "kueue": 2, "controller": 3, "bundle": 3, "api": 3}
 #: Two reports of one job id whose start times differ by less than this are the same job (ids wrap after months).
 SAME_JOB_WINDOW = timedelta(days=1)
@@ -116,7 +116,7 @@ class JobRow:
         ctx = self.ctx
         start = ctx.start or ctx.end or datetime.now(UTC)
         row = self.conn.execute(text(
-            "SELECT id, start_time, context_rank FROM attribution.jobs "
+            "SELECT id, start_time, context_precedence FROM attribution.jobs "
             "WHERE cluster = :c AND job_id = :j AND start_time BETWEEN :lo AND :hi "
             "ORDER BY abs(extract(epoch FROM start_time - :s)), id LIMIT 1 FOR UPDATE"),
             {"c": ctx.cluster, "j": ctx.job_id, "s": start, "lo": start - SAME_JOB_WINDOW,
@@ -129,7 +129,7 @@ class JobRow:
         if row is None:
             new_id = self.conn.execute(text(
                 "INSERT INTO attribution.jobs (cluster, job_id, start_time, end_time, user_name, job_name, partition, "
-                "state, exit_code, failed_node, nodes, gpus_per_node, context, context_source, context_rank) "
+                "state, exit_code, failed_node, nodes, gpus_per_node, context, context_source, context_precedence) "
                 "VALUES (:c, :j, :s, :e, :u, :jn, :p, :st, :x, :f, :n, :g, CAST(:doc AS jsonb), :src, :prec) "
                 "RETURNING id"), values).scalar_one()
             return JobRef(new_id, ctx.cluster, ctx.job_id, start)
@@ -139,7 +139,7 @@ class JobRow:
                 "UPDATE attribution.jobs SET start_time = :s, end_time = :e, user_name = :u, "
                 "job_name = coalesce(:jn, job_name), partition = :p, "
                 "state = :st, exit_code = :x, failed_node = :f, nodes = :n, gpus_per_node = :g, "
-                "context = CAST(:doc AS jsonb), context_source = :src, context_rank = :prec, updated_at = now() "
+                "context = CAST(:doc AS jsonb), context_source = :src, context_precedence = :prec, updated_at = now() "
                 "WHERE job_id = :j AND id = :id"), dict(values, id=ref))
             return JobRef(ref, ctx.cluster, ctx.job_id, start)
         return JobRef(ref, ctx.cluster, ctx.job_id, stored_start)

@@ -114,7 +114,7 @@ class Job(Base):
     gpus_per_node: Mapped[int | None] = mapped_column(Integer)
     context: Mapped[dict] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
     context_source: Mapped[str] = mapped_column(Text)
-    context_rank: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
+    context_precedence: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
     current_verdict_id: Mapped[int | None] = mapped_column(BigInteger)
     #: the current verdict's outcome (set with current_verdict_id): the job list's outcome filter (migration 0013)
     current_outcome: Mapped[str | None] = mapped_column(Text)

@@ -262,6 +262,25 @@ def test_downgrade_and_upgrade_round_trip(ruleset, store):
     assert counts(store)["verdicts"] == 1
 
 
+def test_context_precedence_migration_renames_the_column_and_back(store):
+    """0012 renames jobs.context_rank (which context source wins, not an MPI rank) to context_precedence; its
+    downgrade renames it back, with the values kept."""
+    def columns():
+        with store.connect() as c:
+            return {r[0] for r in c.execute(text(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = 'attribution' "
+                "AND table_name = 'jobs' AND column_name LIKE 'context_%'"))}
+
+    assert columns() == {"context", "context_source", "context_precedence"}
+    migrate.downgrade(store, "0007")
+    try:
+        assert columns() == {"context", "context_source", "context_rank"}
+    finally:
+        migrate.upgrade(store)
+    assert columns() == {"context", "context_source", "context_precedence"}
+    assert migrate.current(store) == migrate.head()
+
+
 def test_upgrade_from_many_hosts_at_once(pg_url):
     """Concurrent `db upgrade` of an already-migrated database: everyone waits for the advisory lock, no error."""
     from sqlalchemy import create_engine
