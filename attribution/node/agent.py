@@ -169,7 +169,7 @@ def run_epilog(config_path=None, rules_dir=None, *, budget: float | None = None,
         compat.enable()
         from attribution.node import epilog as hook
         from attribution.node.settings import node_settings
-        from attribution.scope.slurm import parse_env, parse_scontrol_job
+        from attribution.scope.slurm import parse_env
 
         settings = node_settings(config_path)
         ep = settings.epilog
@@ -189,14 +189,10 @@ def run_epilog(config_path=None, rules_dir=None, *, budget: float | None = None,
         rs, save_rules = _rules(rules_dir, settings)
         factory = _engine_factory(settings, config_path, deadline)
         if env.is_controller:
-            info = None
-            if scontrol_output:
-                try:
-                    # scontrol prints what users named things (job names, comments): any bytes (issue 18, L4)
-                    with open(scontrol_output, "rb") as f:
-                        info = parse_scontrol_job(f.read(1 << 20).decode("utf-8", "replace"))
-                except OSError:
-                    info = None
+            from attribution.scope.scontrol import read_show_job
+
+            # scontrol prints what users named things (job names, comments): any bytes (issue 18, L4)
+            info = read_show_job(scontrol_output) if scontrol_output else None
             report = hook.run_controller(rs, settings, env, factory, deadline, info=info)
         else:
             from pathlib import Path

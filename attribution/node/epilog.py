@@ -9,7 +9,6 @@ slow they write the payload to the spool and return. Replays of the spool go thr
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -25,8 +24,8 @@ from attribution.replay.keep import LineKeeper, bundle_place
 from attribution.safefile import shown_name
 from attribution.scope.bundle import scheduler_observations
 from attribution.serialize import Report, report_from_json, report_to_json
-from attribution.scope.slurm import (EpilogEnv, controller_context, expand_output_pattern, implied_state, job_window, node_context,
-                    parse_scontrol_job, still_completing)
+from attribution.scope.slurm import (EpilogEnv, controller_context, implied_state, job_output_paths, job_window,
+                                     node_context, still_completing)
 
 if TYPE_CHECKING:
     from attribution.config import Settings
@@ -249,53 +248,6 @@ def _forget_stamp(state_dir: Path, job_id: str) -> None:
         pass
 
 
-def scontrol_show_job(job_id: str, scontrol: str = "/usr/bin/scontrol", timeout: float = 5.0) -> dict[str, str]:
-    try:
-        r = subprocess.run([scontrol, "show", "job", "-o", str(job_id)], capture_output=True, timeout=timeout,
-                           check=False, encoding="utf-8", errors="replace")  # users name jobs: any bytes
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    return parse_scontrol_job(r.stdout) if r.returncode == 0 else {}
-
-
-def scontrol_final_state(job_id: str, scontrol: str = "/usr/bin/scontrol", timeout: float = 5.0) -> dict[str, str]:
-    """`scontrol show job --json` where Slurm has a trustworthy one (23.02+, read from the answer's own version):
-    inside EpilogSlurmctld its state list already says TIMEOUT or CANCELLED where the text says COMPLETING
-    (measured on 24.11.5). {} on 22.05, on any failure, or when it says nothing more."""
-    from attribution.scope.slurmjson import json_capable, parse_scontrol_job_json, version_of
-
-    try:
-        r = subprocess.run([scontrol, "show", "job", "--json", str(job_id)], capture_output=True, timeout=timeout,
-                           check=False, encoding="utf-8", errors="replace")  # users name jobs: any bytes
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    if r.returncode != 0 or not r.stdout.lstrip().startswith("{"):
-        return {}
-    try:
-        info = parse_scontrol_job_json(r.stdout)
-    except InputError:
-        return {}
-    if not json_capable(version_of(info.get("SlurmRelease", ""))):
-        return {}
-    return info
-
-
-def job_output_files(env: EpilogEnv, info: Mapping[str, str]) -> list[Path]:
-    """The job's stdout and stderr, from the epilog's patterns or scontrol's expanded paths."""
-    paths: list[str] = []
-    for key, pattern in (("StdOut", env.stdout), ("StdErr", env.stderr)):
-        expanded = info.get(key)
-        if expanded and "%" not in expanded:
-            paths.append(expanded)
-        elif pattern is not None or key == "StdOut":
-            paths.append(expand_output_pattern(pattern or "", env))
-    out: list[Path] = []
-    for p in paths:
-        if p and p not in (str(x) for x in out) and p != "/dev/null":
-            out.append(Path(p))
-    return out
-
-
 def run_controller(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_factory, deadline: float,
                    info: Mapping[str, str] | None = None, now: datetime | None = None) -> HookReport:
     from attribution.collect.joboutput import read_job_output  # the controller's only: a node never loads it
@@ -303,10 +255,12 @@ def run_controller(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_
     t0 = time.monotonic()
     report = HookReport("controller", env.job_id)
     now = now or datetime.now(UTC)
-    info = info if info is not None else scontrol_show_job(env.job_id)
+    from attribution.scope import scontrol
+
+    info = info if info is not None else scontrol.show_job(env.job_id)
     if still_completing(info) and not env.failed:
         # exit 0:0 in the environment and COMPLETING in the text: a newer Slurm's JSON knows the final state
-        better = scontrol_final_state(env.job_id)
+        better = scontrol.show_job_json(env.job_id)
         if better.get("JobState") and not still_completing(better):
             info = {**info, "JobState": better["JobState"], "Reason": better.get("Reason", info.get("Reason", "")),
                     "ExitCode": better.get("ExitCode") or info.get("ExitCode", "")}
@@ -316,7 +270,7 @@ def run_controller(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_
     cov: list[Coverage] = []
     keeper = LineKeeper(ruleset)
     if settings.epilog.job_output:
-        for path in job_output_files(env, info):
+        for path in job_output_paths(env, info):
             shown = shown_name(str(path))
             o, c = read_job_output(path, shown, ctx, ruleset.prefilter("job"),
                                    tail_bytes=settings.epilog.job_output_bytes,

@@ -14,7 +14,8 @@ from attribution.config import ConnectorSettings
 from attribution.errors import InputError
 from attribution.scope.kueue import Workload, pod_selector, workload_context
 from attribution.scope.sacct import FIELDS, OPTIONAL_FIELDS, SacctJob, parse_sacct, sacct_argv
-from attribution.scope.slurm import EpilogEnv, expand_output_pattern, parse_scontrol_job
+from attribution.scope import scontrol, slurm
+from attribution.scope.slurm import EpilogEnv
 from attribution.scope.slurmjson import json_capable, parse_sacct_json, version_of
 
 #: sacct prints times in the zone of its own process, and takes --starttime/--endtime in it: make that UTC.
@@ -81,32 +82,19 @@ def sacct_job(connectors: ConnectorSettings, job_id: str) -> SacctJob:
 
 
 def job_output_paths(connectors: ConnectorSettings, job: SacctJob) -> list[Path]:
-    """The job's stdout and stderr: sacct's expanded paths (its JSON, 23.02+), else scontrol's while slurmctld
-    still knows the job, otherwise Slurm's default name (slurm-%j.out, slurm-%A_%a.out for array tasks) in the
-    job's working directory."""
-    expanded = [v for v in (job.get("StdOut"), job.get("StdErr")) if v and "%" not in v and v != "/dev/null"]
-    if expanded:
-        return [Path(p) for p in dict.fromkeys(expanded)]
+    """The job's stdout and stderr (`slurm.job_output_paths`): sacct's expanded paths (its JSON, 23.02+), else
+    scontrol's while slurmctld still knows the job, otherwise Slurm's default name (slurm-%j.out, slurm-%A_%a.out
+    for array tasks) in the job's working directory."""
+    known = {k: v for k in ("StdOut", "StdErr") if (v := job.get(k)) and "%" not in v and v != "/dev/null"}
     s = connectors.slurm
-    r = run_command([s.scontrol, "show", "job", "-o", job.job_id], timeout=s.timeout)
-    try:
-        info = parse_scontrol_job(r.text()) if r.ok else {}
-    finally:
-        r.stdout.close()
+    info = known or scontrol.show_job(job.job_id, s.scontrol, s.timeout)
     array_job, _, array_task = job.display_id.partition("_")
     env = EpilogEnv(context="sacct", job_id=job.job_id, cluster=job.get("Cluster"), node=None, nodes=(),
                     user=job.get("User"), partition=job.get("Partition"), exit_code=job.get("ExitCode"), start=None,
                     end=None, gpus=None, stdout=None, stderr=None, work_dir=info.get("WorkDir") or job.get("WorkDir"),
                     job_name=job.get("JobName"), array_job_id=array_job if array_task else None,
                     array_task_id=array_task if array_task.isdigit() else None)
-    paths: list[str] = []
-    for key in ("StdOut", "StdErr"):
-        v = info.get(key)
-        if v and "%" not in v and v != "/dev/null":
-            paths.append(v)
-    if not paths:
-        paths.append(expand_output_pattern("", env))
-    return [Path(p) for p in dict.fromkeys(paths)]
+    return slurm.job_output_paths(env, info)
 
 
 def _kubectl_json(connectors: ConnectorSettings, args: list[str], what: str, timeout: float):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Mapping
 
 from attribution.model import ExecutionContext
@@ -230,6 +231,21 @@ def expand_output_pattern(pattern: str, env: EpilogEnv, node: str | None = None,
     if not out.startswith("/") and env.work_dir:
         out = os.path.join(env.work_dir, out)
     return out
+
+
+def job_output_paths(env: EpilogEnv, info: Mapping[str, str]) -> list[Path]:
+    """The job's stdout and stderr files, computed once for every side (the controller epilog, `diagnose
+    --slurm-job`): the paths Slurm already expanded (scontrol's or sacct's StdOut/StdErr without a `%`), else the
+    job's own patterns from the environment expanded (`expand_output_pattern`), else for stdout Slurm's default
+    name in the working directory. Never /dev/null; each file once."""
+    paths: list[str] = []
+    for key, pattern in (("StdOut", env.stdout), ("StdErr", env.stderr)):
+        expanded = info.get(key)
+        if expanded and "%" not in expanded:
+            paths.append(expanded)
+        elif pattern is not None or key == "StdOut":
+            paths.append(expand_output_pattern(pattern or "", env))
+    return [Path(p) for p in dict.fromkeys(paths) if p and p != "/dev/null"]
 
 
 #: When the controller cannot tell yet (the job is still COMPLETING), the banner slurmstepd wrote into the job's

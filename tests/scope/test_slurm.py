@@ -6,8 +6,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from attribution.scope.slurm import (controller_context, decode_wait_status, expand_output_pattern, final_state, job_window,
-                               node_context, parse_env, parse_scontrol_job)
+from pathlib import Path
+
+from attribution.scope.slurm import (controller_context, decode_wait_status, expand_output_pattern, final_state,
+                                     job_output_paths, job_window, node_context, parse_env, parse_scontrol_job)
 
 UTC = timezone.utc
 NOW = datetime(2026, 11, 30, 8, 33, 49, tzinfo=UTC)
@@ -119,3 +121,23 @@ def test_the_job_name_comes_from_the_controller_epilog_else_scontrol_and_may_hol
     assert controller_context(parse_env(env), {}, "feas", NOW).job_name is None
     e = parse_env(NODE_ENV)
     assert node_context(e, job_window(e, NOW, None, 3600), "feas", None).job_name is None
+
+
+def test_job_output_paths_prefer_what_slurm_expanded_and_name_a_shared_file_once():
+    e = parse_env(CTLD_ENV)
+    assert job_output_paths(e, parse_scontrol_job(SCONTROL)) == [Path("/scratch/out/job-1.out")]
+    assert job_output_paths(e, {"StdOut": "/o/a.out", "StdErr": "/o/a.err"}) == [Path("/o/a.out"), Path("/o/a.err")]
+
+
+def test_job_output_paths_expand_the_environment_patterns_where_scontrol_did_not():
+    e = parse_env(dict(CTLD_ENV, SLURM_JOB_STDERR="/o/%x-%j.err"))
+    # scontrol unreachable ({}) or still printing a pattern: the epilog's own patterns, expanded
+    assert job_output_paths(e, {}) == [Path("/scratch/out/job-1.out"), Path("/o/twonode-1.err")]
+    assert job_output_paths(e, {"StdOut": "/x/%j.out"}) == [Path("/scratch/out/job-1.out"), Path("/o/twonode-1.err")]
+
+
+def test_job_output_paths_default_name_and_no_dev_null():
+    bare = {k: v for k, v in CTLD_ENV.items() if k != "SLURM_JOB_STDOUT"}
+    assert job_output_paths(parse_env(bare), {}) == [Path("/scratch/slurm-1.out")]
+    # no stderr pattern anywhere: stderr went with stdout, nothing more to read
+    assert job_output_paths(parse_env(bare), {"StdOut": "/dev/null"}) == []
