@@ -63,4 +63,9 @@ class SourceError(AttributionError):
 
 
 class ConfigError(AttributionError):
-    """A configuration file or setting that cannot be used."""
+    """A configuration file or setting that cannot be used; `problems` holds each problem of a configuration file
+    (a `Problem`: file, line, message), one line each in the message."""
+
+    def __init__(self, message: str, problems: "list[Problem] | tuple" = ()) -> None:
+        self.problems = list(problems)
+        super().__init__(message)

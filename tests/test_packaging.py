@@ -221,7 +221,7 @@ def test_the_slim_node_install_spools_while_the_service_or_the_database_is_away(
     out = r.stdout + r.stderr
     assert r.returncode == 0 and "spooled to" in out and "needs attribution[db]" in out, out
     site = subprocess.run([str(venv / "bin" / "python"), "-c", "import importlib.util as u; print([m for m in "
-                           "('sqlalchemy', 'alembic', 'fastapi', 'pydantic', 'altair', 'psycopg', 'httpx') "
+                           "('sqlalchemy', 'alembic', 'fastapi', 'altair', 'psycopg', 'httpx') "
                            "if u.find_spec(m)])"], capture_output=True, text=True)
     assert site.stdout.strip() == "[]", "the slim install pulls only what the node agent needs"
 

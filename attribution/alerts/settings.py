@@ -48,13 +48,15 @@ class AlertSettings(BaseModel):
 
 
 def parse_alerts(data, origin: str) -> AlertSettings:
-    """The section's values, or ConfigError naming the file and each problem."""
+    """The section's values, or ConfigError naming the file and each problem (a whole configuration file is
+    read by attribution.config, which gives each problem its line)."""
     from pydantic import ValidationError
 
+    from attribution.config.load import problems_of
     from attribution.errors import ConfigError
 
     try:
         return AlertSettings.model_validate(data or {})
     except ValidationError as exc:
-        problems = [f"{origin}: alerts.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise ConfigError("\n".join(problems)) from None
+        problems = problems_of(exc, origin, prefix=("alerts",))
+        raise ConfigError("\n".join(map(str, problems)), problems) from None

@@ -17,6 +17,7 @@ import yaml
 from referencing import Registry, Resource
 
 from attribution.errors import Problem
+from attribution.yamltree import line_of, load_with_tree
 
 SCHEMA_DIR_NAME = "schema"
 #: The `type:` of each file the engine understands, and its schema file.
@@ -33,8 +34,6 @@ FILE_TYPES = {
 #: The vocabularies (actions, outcomes, roles...) every schema refers to: `urn:attribution:defs#/$defs/...`.
 DEFS_SCHEMA = "defs.schema.json"
 
-#: libyaml's parser when PyYAML was built with it (the wheels are): the rule pack loads ~10x faster.
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -68,8 +67,7 @@ def read_pack(root: Path, fallback_schemas: Path, problems: list[Problem]) -> tu
         shown = str(path)
         try:
             text = raw.decode("utf-8")
-            tree = yaml.compose(text, Loader=_SAFE_LOADER)  # the node tree: line numbers for problems
-            data = yaml.load(text, Loader=_SAFE_LOADER)
+            data, tree = load_with_tree(text)  # the node tree: line numbers for problems
         except UnicodeDecodeError:
             problems.append(Problem(shown, 1, "not UTF-8 text"))
             continue
@@ -115,26 +113,3 @@ def _validators(sdir: Path, fallback: Path, problems: list[Problem]) -> dict[str
     registry = Registry().with_resources(
         (s["$id"], Resource.from_contents(s)) for s in schemas.values() if isinstance(s, dict) and "$id" in s)
     return {t: jsonschema.Draft202012Validator(s, registry=registry) for t, s in schemas.items() if t in FILE_TYPES}
-
-
-def line_of(tree, path: list) -> int:
-    """1-based line of the YAML node at `path` (keys and indexes), or of its nearest existing parent."""
-    node = tree
-    line = (tree.start_mark.line + 1) if tree is not None else 1
-    for key in path:
-        if isinstance(node, yaml.MappingNode):
-            nxt = None
-            for k, v in node.value:
-                if k.value == str(key):
-                    nxt = v
-                    line = k.start_mark.line + 1
-                    break
-            if nxt is None:
-                return line
-            node = nxt
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
