@@ -26,7 +26,7 @@ def bundles(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if (p / "context.yaml").is_file())
 
 
-pytest_plugins = ["tests.harness.pg"]
+pytest_plugins = ["tests.harness.pg", "tests.harness.demo_store"]  # demo_template: the demo data, once a session
 
 #: Markers that make a test slow whatever it does: a real Slurm cluster, Prometheus server or browser.
 SLOW_BY_NATURE = ("slurm", "prometheus", "browser")

@@ -72,6 +72,11 @@ def parse_settings(data: Any, origin: str, tree: Any = None) -> Settings:
         data = {}
     if not isinstance(data, dict):
         _raise([Problem(origin, 1 if tree is not None else None, "expected a mapping")])
+    if "source" in data:  # set from where the settings were read, never by the file
+        from attribution.yamltree import line_of
+
+        _raise([Problem(origin, line_of(tree, ["source"]) if tree is not None else None,
+                        "unknown setting(s): source")])
     try:
         return TypeAdapter(Settings).validate_python({**data, "source": origin})
     except ValidationError as exc:

@@ -160,6 +160,8 @@ def _racing_scontrol(tmp_path: Path, nodes: list[str]) -> Path:
     return fake
 
 
+# two drain apply processes racing over 500 nodes through a fake scontrol: over 10 s on two busy cores
+@pytest.mark.slow
 def test_m4_drain_apply_runs_are_serialized_and_keep_the_hourly_cap(ruleset, store, tmp_path):
     from tests.drain.test_policy import _cli, _events, _ingest_node_events
 

@@ -123,6 +123,8 @@ def test_m5_symlinks_to_folders_and_files_are_bounded_too(http, service):
     assert r.status_code == 422 and "link to a folder" in r.json()["message"], r.text
 
 
+# waits for a diagnosis to use up its CPU-time budget
+@pytest.mark.slow
 def test_m5_a_bundle_that_needs_more_cpu_than_the_budget_is_refused(http, service):
     line = b"[Tue Oct  1 12:30:00 2026] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=python3, Graphics Exception\n"
     kernel = line * ((LIMITS["max_bundle_bytes"] - 4096) // len(line))

@@ -98,6 +98,8 @@ def check(promtool: str, path: Path) -> None:
     assert oct(path.stat().st_mode & 0o777) == oct(0o644)  # node_exporter reads it as another user
 
 
+# promtool (the Prometheus server's binaries, installed by the harness) checks the file
+@pytest.mark.prometheus
 def test_a_clean_job_writes_the_hooks_textfile_without_starting_python(tmp_path, promtool):
     node = Node(tmp_path / "n", "postgresql+psycopg://127.0.0.1:1/none", "5001")
     node.kernel.write_text("usb 1-1: new high-speed USB device number 2\n")
@@ -116,6 +118,8 @@ def test_a_clean_job_writes_the_hooks_textfile_without_starting_python(tmp_path,
     assert sorted(p.name for p in textfiles.iterdir()) == ["attribution_hook_epilog.prom"]  # no temporary left
 
 
+# promtool (the Prometheus server's binaries, installed by the harness) checks the files
+@pytest.mark.prometheus
 def test_a_failed_job_with_the_database_away_shows_its_spooled_report(tmp_path, promtool):
     proxy = Proxy(("127.0.0.1", 5432))  # refuses: the database is away
     node = Node(tmp_path / "n", f"postgresql+psycopg://postgres@127.0.0.1:{proxy.port}/none", "5002")
@@ -142,6 +146,8 @@ def test_a_failed_job_with_the_database_away_shows_its_spooled_report(tmp_path, 
     assert metrics(spool_prom)["attribution_spool_pending_files"] == 1
 
 
+# the real hook and agent on a cold pack cache: over 10 s on two busy cores
+@pytest.mark.slow
 def test_textfile_off_writes_nothing(tmp_path):
     node = Node(tmp_path / "n", "postgresql+psycopg://127.0.0.1:1/none", "5003")
     textfiles = tmp_path / "textfile_collector"
