@@ -64,7 +64,7 @@ JOB_ROWS = f"""
 def _week(c, p: dict) -> None:
     c.execute(text(f"""
         INSERT INTO attribution.jobs (id, cluster, job_id, start_time, end_time, user_name, state, nodes,
-                                      gpus_per_node, context, context_source, context_rank, current_verdict_id,
+                                      gpus_per_node, context, context_source, context_precedence, current_verdict_id,
                                       created_at, updated_at)
         SELECT k + 1, 'fleet', k::text, t - interval '4 hours', t, 'user' || (k % 997),
                CASE WHEN intr THEN 'FAILED' ELSE 'COMPLETED' END,

@@ -263,7 +263,7 @@ def test_downgrade_and_upgrade_round_trip(ruleset, store):
 
 
 def test_context_precedence_migration_renames_the_column_and_back(store):
-    """0012 renames jobs.context_rank (which context source wins, not an MPI rank) to context_precedence; its
+    """0016 renames jobs.context_rank (which context source wins, not an MPI rank) to context_precedence; its
     downgrade renames it back, with the values kept."""
     def columns():
         with store.connect() as c:
@@ -272,7 +272,7 @@ def test_context_precedence_migration_renames_the_column_and_back(store):
                 "AND table_name = 'jobs' AND column_name IN ('context_rank', 'context_precedence')"))}
 
     assert columns() == {"context_precedence"}
-    migrate.downgrade(store, "0007")
+    migrate.downgrade(store, "0015")
     try:
         assert columns() == {"context_rank"}
     finally:

@@ -3,8 +3,8 @@ bundles over sacct and Kueue over a node). `rank` is the MPI rank of an event (e
 
 No view reads the column, so no view is recreated and no frozen SQL copy is needed.
 
-Revision ID: 0012_context_precedence
-Revises: 0007
+Revision ID: 0016
+Revises: 0015
 Create Date: 2026-12-01
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0012_context_precedence"
-down_revision = "0007"
+revision = "0016"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 
