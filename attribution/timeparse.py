@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta, timezone, tzinfo
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from attribution.errors import TimeError
 
@@ -27,6 +26,8 @@ def resolve_zone(name: str | None) -> tzinfo:
         if delta >= timedelta(hours=24):
             raise TimeError(f"time zone offset {name!r} is not under 24 hours")
         return timezone(sign * delta)
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # a named zone only (~2 ms a node hook need not pay)
+
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:

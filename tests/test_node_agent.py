@@ -28,6 +28,9 @@ XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python3, GPU has fallen off
 #: what a hook run must never import (the heavy central side and the parsers the caches replace)
 FORBIDDEN = ("attribution.cli", "click", "httpx", "yaml", "jsonschema", "pydantic", "fastapi", "starlette",
              "uvicorn", "alembic", "altair", "vl_convert", "sqlalchemy.orm")
+#: what the service path no longer imports (a hand-read argv instead of argparse and gettext; named time zones,
+#: importlib.resources and zipfile only where used): #16 target 2
+NOT_ON_THE_SERVICE_PATH = ("argparse", "gettext", "zoneinfo", "zipfile", "importlib.resources")
 PROBE = """
 import json, sys
 from attribution.node.agent import main
@@ -84,11 +87,29 @@ def test_a_hook_run_imports_none_of_the_central_side_and_spools(tmp_path, target
     assert "node job 4242; 1 event(s)" in out and "spooled to" in out, out
     assert forbidden_in(modules) == []
     assert ("sqlalchemy" in modules) == (target == "database")
+    if target == "service":
+        assert sorted(m for m in NOT_ON_THE_SERVICE_PATH if m in modules) == []
     files = spool.pending(tmp_path / "home" / "spool")
     assert len(files) == 2
     payload = spool.decode(files[-1].read_bytes())
     assert payload["context"]["job_id"] == "4242"
     assert [e["kind"] for e in payload["events"]] == ["gpu_fallen_off_bus"]
+
+
+def test_the_hooks_argv_is_read_as_argparse_reads_it_and_anything_else_goes_to_argparse(monkeypatch):
+    from attribution.node.agent import _epilog_args, _parser
+
+    monkeypatch.delenv("ATTRIBUTION_RULES", raising=False)
+    hooks = ["--config", "/etc/c.yaml", "epilog", "--budget", "20", "--started", "1765000000.25", "--kernel-source",
+             "file", "--state-dir", "/s", "--telemetry", "/t", "--kernel-file", "/k", "--fabricmanager-log", "/f"]
+    got = _epilog_args(hooks)
+    assert (got.budget, got.started, got.kernel_source, got.config) == (20.0, 1765000000.25, "file", "/etc/c.yaml")
+    assert vars(got) == vars(_parser().parse_args(hooks))
+    assert vars(_epilog_args(["epilog"])) == vars(_parser().parse_args(["epilog"]))
+    for other in (["epilog", "--bud", "3"], ["epilog", "--budget=3"], ["epilog", "--budget"], ["spool", "flush"],
+                  ["epilog", "--kernel-source", "syslog"], ["epilog", "--budget", "soon"], ["epilog", "-h"],
+                  ["--version"], ["epilog", "--kernel-file", "-x"]):
+        assert _epilog_args(other) is None, other
 
 
 def test_the_cached_pack_gives_the_same_verdicts_as_the_loaded_one(tmp_path):

@@ -59,8 +59,49 @@ def _parser():
     return p
 
 
+#: `epilog`'s options that take a value, by flag: what hooks/lib.sh passes on every failed job
+_EPILOG_VALUES = {"--budget": "budget", "--kernel-source": "kernel_source", "--kernel-file": "kernel_file",
+                  "--fabricmanager-log": "fabricmanager_log", "--scontrol-output": "scontrol_output",
+                  "--started": "started", "--telemetry": "telemetry_dir", "--state-dir": "state_dir"}
+_GLOBAL_VALUES = {"--config": "config", "--rules": "rules"}
+
+
+def _epilog_args(argv: list[str]):
+    """The arguments of `[--config F] [--rules D] epilog --flag value ...` with every flag spelled out, as the hooks
+    run it, without building the argparse parser (its help strings go through gettext, which looks for message
+    catalogs on disk: ~5 ms of every hook's CPU). None for anything else (an abbreviation, `--flag=value`, --help,
+    a bad value): argparse then parses it, with its messages."""
+    from types import SimpleNamespace
+
+    ns = SimpleNamespace(config=None, rules=os.environ.get("ATTRIBUTION_RULES") or None, version=False,
+                            command=None, **{k: None for k in _EPILOG_VALUES.values()})
+    i = 0
+    while i + 1 < len(argv) and argv[i] in _GLOBAL_VALUES:
+        setattr(ns, _GLOBAL_VALUES[argv[i]], argv[i + 1])
+        i += 2
+    if i >= len(argv) or argv[i] != "epilog":
+        return None
+    ns.command = "epilog"
+    rest = argv[i + 1:]
+    if len(rest) % 2:
+        return None
+    for flag, value in zip(rest[::2], rest[1::2]):
+        if flag not in _EPILOG_VALUES or value.startswith("-") and flag not in ("--started", "--budget"):
+            return None
+        setattr(ns, _EPILOG_VALUES[flag], value)
+    try:
+        ns.budget = None if ns.budget is None else float(ns.budget)
+        ns.started = None if ns.started is None else float(ns.started)
+    except ValueError:
+        return None
+    if ns.kernel_source is not None and ns.kernel_source not in KERNEL_SOURCES:
+        return None
+    return ns
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = _epilog_args(argv) or _parser().parse_args(argv)
     if args.version:
         from attribution.resources import version
 
