@@ -104,7 +104,7 @@ def telemetry_events(ruleset: RuleSet, ctx: ExecutionContext, snapshots) -> list
 
 def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event], coverage: list[Coverage],
            source: str, deadline: float | None = None, telemetry=None, evidence: dict | None = None,
-           evidence_piece: dict | None = None):
+           evidence_piece: dict | None = None, attribute: bool = True):
     """Store a job's events and coverage, then re-attribute the job from everything stored for it.
 
     Idempotent: the same input twice adds no event and no verdict. Any number of processes may ingest pieces
@@ -117,6 +117,10 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     `evidence`: the whole job's lines kept for replay (a bundle's), replacing what is kept; `evidence_piece`: one
     reporter's (a node agent's, serialize.evidence_from_json), merged into the job's with `telemetry`
     (replay.keep.merge_piece: that reporter's earlier piece replaced, the union kept, bounded per job).
+
+    `attribute` False stores the piece and leaves the job pending for whoever the caller knows comes next (the
+    service, when more reports of this job are queued behind this one: the last of them attributes the whole
+    evidence); the verdict returned is then None, as when another process is attributing.
     """
     from attribution.correlate.rootcause import in_window, job_window
     from attribution.extract.events import untrusted_time_dropped
@@ -146,7 +150,7 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
             merge_evidence_piece(conn, s.job, source, evidence_piece, telemetry)
         s.mark_pending()
         done = None
-        if not s.contended and s.claim_attribution():  # alone: store and attribute in one transaction
+        if attribute and not s.contended and s.claim_attribution():  # alone: store and attribute in one transaction
             done = s.attribute(ruleset, correlate, render_with_recurrence(conn, s.job.id, ctx, verdict_to_dict))
         return s.job, new, linked, done
 
@@ -155,7 +159,7 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
         vid, changed, verdict = done
         return IngestResult(job, new, linked, vid, changed), verdict
     # others were storing this job too: attribute now unless one of them is at it (it will look again)
-    again = attribute_pending(ruleset, engine, ctx, job, deadline, known_pending=True)
+    again = attribute_pending(ruleset, engine, ctx, job, deadline, known_pending=True) if attribute else None
     if again is not None:
         return IngestResult(job, new, linked, again[0], again[1]), again[2]
     vid = in_transaction(engine, lambda c: JobSession(c, ctx, source, job=job).current_verdict_id(),

@@ -180,3 +180,33 @@ class _Group:
                 return
             except OSError:
                 time.sleep(0.01)
+
+
+def tree_cpu(pid: int | None) -> float:
+    """CPU seconds (user + system) of a long-lived server process and everything under it: its live descendants'
+    own time, and the time of the children each of them reaped (a PostgreSQL postmaster reaps its backends, so
+    those of closed connections count too). Read before and after a run for the server's share of it; 0 without
+    the pid or /proc."""
+    if pid is None:
+        return 0.0
+    try:
+        tick = os.sysconf("SC_CLK_TCK")
+        stats = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                raw = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = raw[raw.rindex(")") + 2:].split()  # after the command name, which may hold spaces
+            stats[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))  # ppid; utime..cstime
+    except OSError:
+        return 0.0
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        if p in stats:
+            total += stats[p][1]
+            todo.extend(c for c, (ppid, _) in stats.items() if ppid == p)
+    return total / tick

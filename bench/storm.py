@@ -14,7 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench.cpu import CpuMeter
+from bench.cpu import CpuMeter, tree_cpu
 from bench.report import BIN, Result
 
 
@@ -47,8 +47,10 @@ def _argv(log: Path) -> list[str]:
     return [str(BIN), "epilog", "--budget", "120", "--kernel-file", str(log)]
 
 
-def run_storm(storm: Path, n: int, logs: list[Path], engine, base_env: dict, meter: CpuMeter) -> dict:
-    """Start the n epilogs at once; wall time until the last ends, peak connections, outputs, CPU."""
+def run_storm(storm: Path, n: int, logs: list[Path], engine, base_env: dict, meter: CpuMeter,
+              servers: dict[str, int | None] | None = None) -> dict:
+    """Start the n epilogs at once; wall time until the last ends, peak connections, outputs, CPU (theirs, and
+    that of each server process tree in `servers`, name -> pid, over the same time)."""
     from sqlalchemy import text
 
     home = storm / "home"
@@ -58,6 +60,8 @@ def run_storm(storm: Path, n: int, logs: list[Path], engine, base_env: dict, met
         subprocess.run(_argv(warm), env=dict(_env(base_env, home, 0, n), SLURM_JOB_ID="1"), stdout=out,
                        stderr=subprocess.STDOUT, check=True, timeout=120)
     group = meter.group()
+    servers = servers or {}
+    server0 = {name: tree_cpu(pid) for name, pid in servers.items()}
     procs = []
     peak = 0
     mem0 = _mem_used()
@@ -85,10 +89,11 @@ def run_storm(storm: Path, n: int, logs: list[Path], engine, base_env: dict, met
             time.sleep(0.2)
         total = time.perf_counter() - t0
         cpu = group.cpu()
+        server_cpu = {name: tree_cpu(pid) - server0[name] for name, pid in servers.items()}
     finally:
         group.close()
     return {"wall": total, "peak": peak, "outputs": [(storm / f"out-{i}.txt").read_text() for i in range(n)],
-            "cpu": cpu if cpu is not None else ru_cpu, "mem": mem_peak - mem0}
+            "cpu": cpu if cpu is not None else ru_cpu, "mem": mem_peak - mem0, "servers": server_cpu}
 
 
 def _result(name: str, n: int, run: dict, engine, baseline: str, bound: int, notes: list[str],
@@ -118,6 +123,8 @@ def _result(name: str, n: int, run: dict, engine, baseline: str, bound: int, not
                    f"{meter.describe()}; on this machine's {os.cpu_count()} cores that alone is "
                    f"{cpu / (os.cpu_count() or 1):.1f} s of the wall time, where {n} real nodes run theirs in parallel",
                    f"memory in use on the machine grew by at most {run['mem'] / 2**30:.1f} GiB while they ran",
+                   *[f"the {name} used {sec:.1f} CPU seconds meanwhile ({sec / n * 1000:.0f} ms per epilog; /proc "
+                     f"times of its process tree, reaped children included)" for name, sec in run["servers"].items()],
                    *notes, *([f"not stored: {b}" for b in bad])])
 
 
@@ -140,7 +147,8 @@ def bench_storm(work: Path, quick: bool) -> Result:
         with engine.connect() as c:
             max_conn = int(c.execute(text("SHOW max_connections")).scalar())
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ATTRIBUTION_", "SLURM"))}
-        run = run_storm(storm, n, logs, engine, dict(env, ATTRIBUTION_DATABASE_URL=url), meter)
+        run = run_storm(storm, n, logs, engine, dict(env, ATTRIBUTION_DATABASE_URL=url), meter,
+                        {"database server": pg.pid()})
         return _result(f"5. {n} node epilogs of one failed job started together against one database, each a "
                        f"fresh process", n, run, engine, f"max_connections {max_conn} (embedded default)", max_conn,
                        [], meter)
@@ -167,11 +175,12 @@ def bench_storm_service(work: Path, quick: bool) -> Result:
         cfg.write_text(f"service_url: {svc.url}\nservice_token_file: {token}\n"
                        f"service:\n  client_timeout_seconds: 110\n")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ATTRIBUTION_", "SLURM"))}
-        run = run_storm(storm, n, logs, engine, dict(env, ATTRIBUTION_CONFIG=str(cfg)), meter)
+        run = run_storm(storm, n, logs, engine, dict(env, ATTRIBUTION_CONFIG=str(cfg)), meter,
+                        {"service": svc.process.pid, "database server": pg.pid()})
         return _result(f"5b. the same {n} epilogs reporting to the service ({workers} workers)", n, run, engine,
                        f"bound: {workers} workers x {pool} pooled connections", workers * pool + 2,
-                       ["peak connections counts the benchmark's own monitoring connection; the service's CPU is "
-                        "not in the epilogs' figure"], meter)
+                       ["peak connections counts the benchmark's own monitoring connection; the service's and the "
+                        "database server's CPU are not in the epilogs' figure (they are the notes after it)"], meter)
     finally:
         svc.stop()
         engine.dispose()

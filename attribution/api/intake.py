@@ -54,9 +54,12 @@ def context_report(ruleset: RuleSet, doc: Mapping[str, Any], cluster: str, job_i
     return Report(ctx, tuple(scheduler_events(ruleset, ctx)), (), source)
 
 
-def ingest_report(ruleset: RuleSet, engine, report: Report, deadline: float | None = None):
-    """Store a report and re-attribute its job (pipeline.ingest); returns (IngestResult, Verdict)."""
+def ingest_report(ruleset: RuleSet, engine, report: Report, deadline: float | None = None,
+                  attribute: bool = True):
+    """Store a report and re-attribute its job (pipeline.ingest; `attribute` False leaves that to the next report
+    of the job, which the caller knows is coming); returns (IngestResult, Verdict or None)."""
     from attribution.pipeline import ingest
 
     return ingest(ruleset, engine, report.context, list(report.events), list(report.coverage), report.source,
-                  deadline=deadline, telemetry=report.telemetry, evidence_piece=report.evidence)
+                  deadline=deadline, telemetry=report.telemetry, evidence_piece=report.evidence,
+                  attribute=attribute)

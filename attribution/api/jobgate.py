@@ -23,6 +23,11 @@ class JobGate:
     def waiting(self) -> int:
         return sum(e[1] for e in self._entries.values())
 
+    def behind(self, key: Hashable) -> int:
+        """How many requests of this job wait behind the one inside."""
+        entry = self._entries.get(key)
+        return max(0, entry[1] - 1) if entry else 0
+
     @contextlib.asynccontextmanager
     async def hold(self, key: Hashable, wait_seconds: float) -> AsyncIterator[None]:
         """Enter when no other request of this job is inside; Busy after `wait_seconds`."""

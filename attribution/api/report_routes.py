@@ -33,14 +33,20 @@ def add_report_routes(app: FastAPI, svc: Service) -> None:
         service.request_timeout_seconds in all (else 503, and the reporter retries or spools). The ingest itself
         is bounded by the database's statement and lock timeouts, and retries stop after the same time."""
         wait_until = time.monotonic() + svc.settings.request_timeout_seconds
-        async with svc.jobs.hold((report.context.cluster, report.context.job_id),
-                                 svc.settings.request_timeout_seconds):
-            return await svc.db.run(ingest, report, wait_seconds=wait_until - time.monotonic())
+        key = (report.context.cluster, report.context.job_id)
+        async with svc.jobs.hold(key, svc.settings.request_timeout_seconds):
+            return await svc.db.run(ingest, report, lambda: not svc.jobs.behind(key),
+                                    wait_seconds=wait_until - time.monotonic())
 
-    def ingest(report: Report) -> IngestOut:
+    def ingest(report: Report, last_in_line) -> IngestOut:
+        """Stores the report; attributes the job only when no other report of it waits behind this one in this
+        worker (the last of a burst attributes everything stored: 512 node reports cost a few attributions, not
+        512). One waiting behind that gives up (503 after the timeout) leaves the job pending: the next report,
+        or the `attribution db attribute-pending` timer, attributes it."""
         started = time.monotonic()
         deadline = started + svc.settings.request_timeout_seconds
-        result, verdict = ingest_report(svc.ruleset, svc.engine, report, deadline=deadline)
+        result, verdict = ingest_report(svc.ruleset, svc.engine, report, deadline=deadline,
+                                        attribute=last_in_line())
         if svc.metrics is not None:
             svc.metrics.reports.labels(report.source).inc()
             svc.metrics.attribution_seconds.observe(time.monotonic() - started)

@@ -136,6 +136,24 @@ def test_pieces_in_any_order_end_with_the_whole_bundle_verdict(ruleset, store, o
     assert counts(store)["jobs"] == 1
 
 
+def test_pieces_stored_without_attributing_are_attributed_whole_by_the_last_one(ruleset, store):
+    """What the service does with a burst of one job's reports: each but the last stores only (attribute=False:
+    no verdict, the job pending); the last attributes everything stored, once."""
+    bundle = INCIDENTS / "04-xid74-nvlink"
+    whole = verdict_to_dict(diagnose_bundle(ruleset, bundle).verdict)
+    pieces = _pieces(ruleset, bundle)
+    *first, last = pieces
+    for ctx, evs, cov, source in first:
+        result, verdict = ingest(ruleset, store, ctx, evs, cov, source, attribute=False)
+        assert verdict is None and result.verdict_id is None
+    with store.connect() as c:
+        assert c.execute(text("SELECT count(*) FROM attribution.verdicts")).scalar() == 0
+    result, verdict = ingest(ruleset, store, *last)
+    assert verdict is not None and current_document(store, "kestrel", "90417") == whole
+    with store.connect() as c:
+        assert c.execute(text("SELECT count(*) FROM attribution.verdicts")).scalar() == 1
+
+
 def test_evidence_stored_by_a_process_that_died_before_attributing_gets_its_verdict(ruleset, store, pg_url,
                                                                                       tmp_path):
     """Evidence committed while another process was attributing the job is only marked pending; if its process is
