@@ -30,11 +30,25 @@ BUDGET = 20
 XID79 = ("NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
 
 
+#: EpilogSlurmctld starts at a cancel without waiting for the batch host to report the script's end; until that
+#: report the controller's view of a cancelled job is a clean job's (hooks/README.md, "Limits"). A test that means
+#: the case where the report came first creates this marker for its job, and the controller wrapper waits for the
+#: report (ExitCode no longer 0:0, at most 60 s) before it runs the hook, whatever the machine's load.
+AWAIT_REPORT = "await-report-"
+
+
 def _wrapper(base: Path, name: str, hook: str) -> str:
     """What an operator's slurm.conf line would point at, plus the test's hook.env; it times each run."""
     p = base / f"{name}.sh"
+    wait = (f"if [ -e {base}/{AWAIT_REPORT}$SLURM_JOB_ID ]; then\n"
+            "  for _ in $(/usr/bin/seq 600); do\n"
+            f"    SLURM_CONF={base}/slurm/slurm.conf /usr/bin/scontrol show job -o \"$SLURM_JOB_ID\" "
+            "| /usr/bin/grep -q 'ExitCode=0:0 ' || break\n"
+            "    /usr/bin/sleep 0.1\n"
+            "  done\n"
+            "fi\n") if name == "epilog-ctld" else ""
     p.write_text(
-        "#!/bin/bash\n"
+        "#!/bin/bash\n" + wait +
         f"t0=$(/usr/bin/date +%s%N)\n"
         f"ATTRIBUTION_HOOK_ENV={base}/hook.env {ROOT / 'hooks' / hook}\n"
         "rc=$?\n"
@@ -358,6 +372,7 @@ def test_cancelled_job_is_scheduler(cluster, db):
     while not started.exists() and time.time() < deadline:
         time.sleep(0.2)
     assert started.exists(), "the job's script never started"
+    (cluster.base / f"{AWAIT_REPORT}{job}").touch()  # the batch host's report first (AWAIT_REPORT)
     cluster.run(["scancel", job])
     cluster.wait_job(job)
     _wait_runs(cluster, job, {"epilog-ctld": 1})
