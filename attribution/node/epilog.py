@@ -207,18 +207,25 @@ def run_node(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_factor
                                      timeout=max(1.0, (deadline - time.monotonic()) / 3),
                                      max_bytes=settings.epilog.node_log_bytes)
     keeper = LineKeeper(ruleset)  # the lines kept for replay, as the readers stream the logs (one pass)
-    obs, cov = collect_node(sources, node, ctx, ruleset.prefilter, window.start, window.end, offsets,
-                            margins=ruleset.graph.margins(),
-                            tap_for=lambda source, where: keeper.tap(source, node, bundle_place(source, node, where),
-                                                                     where))
-    events = extract(ruleset, ctx, obs)
+    faulted = False
+    try:
+        obs, cov = collect_node(sources, node, ctx, ruleset.prefilter, window.start, window.end, offsets,
+                                margins=ruleset.graph.margins(),
+                                tap_for=lambda source, where: keeper.tap(source, node,
+                                                                         bundle_place(source, node, where), where))
+        events = extract(ruleset, ctx, obs)
+    except Exception as exc:  # a reader's or a rule's fault must not lose the job: it is stored with the gap
+        events, cov, faulted = [], [fault_coverage("kernel", node, exc)], True
     telemetry = None
     if telemetry_dir is not None:
-        telemetry, tev, tcov = node_telemetry(ruleset, ctx, node, Path(telemetry_dir))
+        try:
+            telemetry, tev, tcov = node_telemetry(ruleset, ctx, node, Path(telemetry_dir))
+        except Exception as exc:  # the same for the counter snapshots
+            telemetry, tev, tcov, faulted = None, [], [fault_coverage("telemetry", node, exc)], True
         events = sorted(events + tev, key=Event.sort_key)
         cov = list(cov) + tcov
     report.events = len(events)
-    if not events and not env.failed:
+    if not events and not env.failed and not faulted:
         report.skipped = "clean job, nothing to store"
     else:
         store_or_spool(ruleset, engine_factory, settings, ctx, events, cov, "node", deadline, report, telemetry,
@@ -226,6 +233,12 @@ def run_node(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_factor
     _forget_stamp(state_dir, env.job_id)
     report.seconds = time.monotonic() - t0
     return report
+
+
+def fault_coverage(source: str, node: str | None, exc: Exception) -> Coverage:
+    """The coverage of a collection that failed on a fault of ours (not a missing or unreadable source, which the
+    readers report themselves): the report still goes out, saying what could not be read and why."""
+    return Coverage(source, node, "error", reason=f"collection failed: {type(exc).__name__}: {exc}"[:500])
 
 
 def node_telemetry(ruleset: RuleSet, ctx: ExecutionContext, node: str, folder: Path):
@@ -272,15 +285,22 @@ def run_controller(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_
     if settings.epilog.job_output:
         for path in job_output_paths(env, info):
             shown = shown_name(str(path))
-            o, c = read_job_output(path, shown, ctx, ruleset.prefilter("job"),
-                                   tail_bytes=settings.epilog.job_output_bytes,
-                                   tap=keeper.tap("job", None, bundle_place("job", None, path.name), shown))
+            try:
+                o, c = read_job_output(path, shown, ctx, ruleset.prefilter("job"),
+                                       tail_bytes=settings.epilog.job_output_bytes,
+                                       tap=keeper.tap("job", None, bundle_place("job", None, path.name), shown))
+            except Exception as exc:  # a fault of ours on this file: the job is still stored, with the gap
+                o, c = [], replace(fault_coverage("job", None, exc), file=shown)
             obs += o
             cov.append(c)
-    banner_state = implied_state(extract(ruleset, ctx, obs)) if still_completing(info) else None
-    if banner_state and ctx.state in ("COMPLETED", "FAILED"):
-        ctx = replace(ctx, state=banner_state)
-    events = extract(ruleset, ctx, obs + scheduler_observations(ctx))
+    try:
+        banner_state = implied_state(extract(ruleset, ctx, obs)) if still_completing(info) else None
+        if banner_state and ctx.state in ("COMPLETED", "FAILED"):
+            ctx = replace(ctx, state=banner_state)
+        events = extract(ruleset, ctx, obs + scheduler_observations(ctx))
+    except Exception as exc:  # the scheduler's own events still tell what Slurm saw
+        cov.append(fault_coverage("job", None, exc))
+        events = extract(ruleset, ctx, scheduler_observations(ctx))
     report.events = len(events)
     if ctx.state == "COMPLETED" and not env.failed and not any(e.role == "cause" for e in events):
         report.skipped = "job completed"
