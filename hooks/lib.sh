@@ -18,10 +18,16 @@ attribution_env_refusal() {
     f=$(readlink -f -- "$1" 2>/dev/null) || { ATTRIBUTION_ENV_REFUSED="cannot resolve $1"; return 0; }
   fi
   d=${f%/*}
-  for what in "$f" "${d:-/}"; do
-    line=$(stat -c '%u %a' -- "$what" 2>/dev/null) || { ATTRIBUTION_ENV_REFUSED="cannot stat $what"; return 0; }
-    uid=${line% *} mode=${line#* }
-    case "$uid$mode" in *[!0-9]*) ATTRIBUTION_ENV_REFUSED="unreadable mode of $what"; return 0 ;; esac
+  d=${d:-/}
+  # one stat for the file and its folder (a process fewer on every job); which one failed only when one did
+  if ! line=$(stat -c '%u %a' -- "$f" "$d" 2>/dev/null); then
+    what=$d
+    stat -c '' -- "$f" >/dev/null 2>&1 || what=$f
+    ATTRIBUTION_ENV_REFUSED="cannot stat $what"; return 0
+  fi
+  for what in "$f" "$d"; do
+    uid=${line%% *} line=${line#* } mode=${line%%$'\n'*} line=${line#*$'\n'}
+    case "$uid$mode" in ''|*[!0-9]*) ATTRIBUTION_ENV_REFUSED="unreadable mode of $what"; return 0 ;; esac
     if [ "$uid" != 0 ] && [ "$uid" != "$EUID" ]; then
       ATTRIBUTION_ENV_REFUSED="$what is owned by uid $uid, not by root"; return 0
     fi
@@ -49,7 +55,10 @@ fi  # refused: logged once the log's path is known
 : "${ATTRIBUTION_STATE_DIR:=/var/lib/attribution/state}" # prolog start stamps
 : "${ATTRIBUTION_LOG:=/var/log/attribution/hooks.log}"
 : "${ATTRIBUTION_LOOKBACK_BYTES:=16777216}"              # how much of a log to check when the prolog left no offset
-ATTRIBUTION_HOOKS_DIR=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+# this file's folder (the filter lives beside it): resolved by a process only when this file is a link
+ATTRIBUTION_HOOKS_DIR=${BASH_SOURCE[0]%/*}
+[ -L "${BASH_SOURCE[0]}" ] && ATTRIBUTION_HOOKS_DIR=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+case "$ATTRIBUTION_HOOKS_DIR" in /*) ;; *) ATTRIBUTION_HOOKS_DIR=$PWD/$ATTRIBUTION_HOOKS_DIR ;; esac
 : "${ATTRIBUTION_FILTER:=$ATTRIBUTION_HOOKS_DIR/suspicious.patterns}"  # generated: attribution rules filter
 : "${ATTRIBUTION_TELEMETRY:=on}"                         # on | off: counter snapshots at prolog and epilog
 : "${ATTRIBUTION_GPU_TOOL:=nvidia-smi}"                   # nvidia-smi | nvml (nvidia-ml-py, Python) | none
@@ -160,6 +169,8 @@ attribution_suspicious() {
       dmesg 2>/dev/null | awk -v t="$since" '{ s = substr($0, 2, index($0, "]") - 2) + 0; if (s >= t) print }' \
         | grep -F -q -f "$ATTRIBUTION_FILTER" && return 0 ;;
   esac
+  # no Fabric Manager log (a node without NVSwitches): no pipeline, two processes fewer
+  [ -f "$ATTRIBUTION_FM_LOG" ] || return 1
   attribution_tail "$ATTRIBUTION_FM_LOG" "$foff" | grep -F -q -f "$ATTRIBUTION_FILTER" && return 0
   return 1
 }
