@@ -243,3 +243,13 @@ class TestSlurmAccounting:
         assert line == f"{jid}|FAILED|3:0|node[1-2]"
         c.timings["sbatch_to_sacct_s"] = round(time.monotonic() - t0, 2)
         assert c.drained_nodes() == []
+
+
+def test_apt_takes_a_callers_environment_that_names_debian_frontend_again():
+    """debroot passes DEBIAN_FRONTEND in its own environment: building apt's environment must not fail on it
+    (it did: `dict() got multiple values for keyword argument`, on a machine without debootstrap)."""
+    from tests.harness import apt
+
+    env = apt.environment({"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C.UTF-8"})
+    assert env["DEBIAN_FRONTEND"] == "noninteractive" and env["LC_ALL"] == "C.UTF-8"
+    assert apt.environment()["DEBIAN_FRONTEND"] == "noninteractive"

@@ -20,8 +20,13 @@ class Result:
     command: str
 
 
+def environment(extra_env: dict | None = None) -> dict:
+    """apt's environment: ours, non-interactive, with the caller's additions (which may say the same again)."""
+    return {**os.environ, "DEBIAN_FRONTEND": "noninteractive", **(extra_env or {})}
+
+
 def install(packages: list[str], extra_env: dict | None = None) -> Result:
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive", **(extra_env or {}))
+    env = environment(extra_env)
     cmd = ["apt-get", *LOCK_WAIT, "install", "-y", "--no-install-recommends", *packages]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     output = r.stdout + r.stderr
