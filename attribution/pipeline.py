@@ -24,6 +24,9 @@ class Diagnosis:
     events: tuple[Event, ...]
     coverage: tuple[Coverage, ...]
     verdict: Verdict
+    #: what the live connectors read, kept for replay (a piece: replay/keep.py, replay/streams.py), when asked for
+    #: and the job failed
+    evidence: dict | None = None
 
 
 def scheduler_events(ruleset: RuleSet, ctx: ExecutionContext) -> list[Event]:
@@ -252,9 +255,17 @@ def diagnose_collected(ruleset: RuleSet, ctx: ExecutionContext, observations: li
     return Diagnosis(ctx, tuple(events), tuple(coverage), verdict)
 
 
+def _keeper(ruleset: RuleSet, keep: bool):
+    from attribution.replay.keep import LineKeeper
+
+    return LineKeeper(ruleset) if keep else None
+
+
 def diagnose_live(ruleset: RuleSet, connectors, ctx: ExecutionContext, observations=(), coverage=(),
-                  workload=None, max_symptoms: int | None = None) -> Diagnosis:
-    """Collect a job's evidence with the configured connectors (files, Loki, Prometheus, pod logs) and diagnose."""
+                  workload=None, max_symptoms: int | None = None, keeper=None) -> Diagnosis:
+    """Collect a job's evidence with the configured connectors (files, Loki, Prometheus, pod logs) and diagnose.
+    With `keeper` (replay.keep.LineKeeper, which may hold lines read before), the diagnosis of a failed job
+    carries what they read as the piece kept for replay (docs/replay.md): their lines, with the metric series."""
     from datetime import timedelta
 
     from attribution.collect.connectors import collect_configured, query_window
@@ -263,44 +274,59 @@ def diagnose_live(ruleset: RuleSet, connectors, ctx: ExecutionContext, observati
     labels = connectors.prometheus.labels
     window = query_window(ctx, timedelta(seconds=ruleset.graph.before_start_seconds),
                           timedelta(seconds=ruleset.graph.after_end_seconds))
-    got = collect_configured(connectors, ctx, ruleset.prefilter, metric_rules(ruleset, labels), window, workload)
-    return diagnose_collected(ruleset, ctx, list(observations) + got.observations, list(coverage) + got.coverage,
-                              got.series, labels, max_symptoms)
+    rules = metric_rules(ruleset, labels)
+    got = collect_configured(connectors, ctx, ruleset.prefilter, rules, window, workload, keeper=keeper)
+    d = diagnose_collected(ruleset, ctx, list(observations) + got.observations, list(coverage) + got.coverage,
+                           got.series, labels, max_symptoms)
+    if keeper is None or d.verdict.outcome == "none":
+        return d
+    from attribution.replay.streams import keep_metrics
+
+    piece = keeper.document(reporter=CONNECTORS_REPORTER) | keep_metrics(got.series, rules, ctx, labels,
+                                                                         keeper.limits)
+    return Diagnosis(d.context, d.events, d.coverage, d.verdict, evidence=piece)
+
+
+#: The reporter of the piece a job's connectors give (the store keys it `<source>/connectors`: `sacct/connectors`).
+CONNECTORS_REPORTER = "connectors"
 
 
 def diagnose_sacct_job(ruleset: RuleSet, connectors, job, cluster: str | None = None, job_output=(),
-                       max_symptoms: int | None = None) -> Diagnosis:
-    """One job sacct listed: its stdout/stderr when readable from here, plus the configured connectors."""
-    from attribution.collect.joboutput import read_job_output
+                       max_symptoms: int | None = None, keep: bool = False) -> Diagnosis:
+    """One job sacct listed: its stdout/stderr when readable from here, plus the configured connectors; `keep`:
+    with what they read kept for replay (Diagnosis.evidence)."""
+    from attribution.collect.joboutput import node_of_file, read_job_output
     from attribution.scope.sacct import context_of
     from attribution.scope.schedulers import job_output_paths
 
     ctx = context_of(job, cluster)
+    keeper = _keeper(ruleset, keep)
     paths = [Path(p) for p in job_output]
     if not paths and connectors.slurm.job_output:
         paths = job_output_paths(connectors, job)
     obs: list[Observation] = []
     cov: list[Coverage] = []
     for p in paths:
-        o, c = read_job_output(p, str(p), ctx, ruleset.prefilter("job"))
+        tap = None if keeper is None else keeper.stream_tap("text", "job", node_of_file(p.name, ctx.nodes), str(p))
+        o, c = read_job_output(p, str(p), ctx, ruleset.prefilter("job"), tap=tap)
         obs += o
         cov.append(c)
-    return diagnose_live(ruleset, connectors, ctx, obs, cov, max_symptoms=max_symptoms)
+    return diagnose_live(ruleset, connectors, ctx, obs, cov, max_symptoms=max_symptoms, keeper=keeper)
 
 
 def diagnose_slurm_job(ruleset: RuleSet, connectors, job_id: str, cluster: str | None = None, job_output=(),
-                       max_symptoms: int | None = None) -> Diagnosis:
+                       max_symptoms: int | None = None, keep: bool = False) -> Diagnosis:
     """`attribution diagnose --slurm-job ID`: the context from sacct, the evidence from the connectors."""
     from attribution.scope.schedulers import sacct_job
 
     job = sacct_job(connectors, job_id)
     if not job.ended:
         raise InputError(f"job {job_id}", f"still {job.state}: diagnose it once it has ended")
-    return diagnose_sacct_job(ruleset, connectors, job, cluster, job_output, max_symptoms)
+    return diagnose_sacct_job(ruleset, connectors, job, cluster, job_output, max_symptoms, keep)
 
 
 def diagnose_kueue_workload(ruleset: RuleSet, connectors, ref: str, cluster: str, pod_selector: str | None = None,
-                            max_symptoms: int | None = None) -> Diagnosis:
+                            max_symptoms: int | None = None, keep: bool = False) -> Diagnosis:
     """`attribution diagnose --kueue-workload NS/NAME`: placement and window from the Workload and its pods, the
     evidence from the pods' logs and the connectors."""
     from attribution.scope.kueue import parse_workload_ref
@@ -308,7 +334,15 @@ def diagnose_kueue_workload(ruleset: RuleSet, connectors, ref: str, cluster: str
 
     ns, name = parse_workload_ref(ref)
     workload, _ = kueue_workload(connectors, ns, name, cluster, pod_selector)
-    return diagnose_live(ruleset, connectors, workload.context, workload=workload, max_symptoms=max_symptoms)
+    return diagnose_live(ruleset, connectors, workload.context, workload=workload, max_symptoms=max_symptoms,
+                         keeper=_keeper(ruleset, keep))
+
+
+def ingest_diagnosis(ruleset: RuleSet, engine, d: Diagnosis, source: str):
+    """Store a live diagnosis (`backfill`: source `sacct`) with its kept evidence, the piece `<source>/connectors`
+    of the job's document (merged with what node agents reported of it: pipeline.merge_evidence_piece)."""
+    return ingest(ruleset, engine, d.context, list(d.events), list(d.coverage), source=source,
+                  evidence_piece=d.evidence)
 
 
 def failed_slurm_jobs(connectors, since, until) -> list:
@@ -330,10 +364,12 @@ def failed_slurm_jobs(connectors, since, until) -> list:
     return [j for _, j in sorted(out, key=lambda x: (x[0], x[1].job_id))]
 
 
-def diagnose_static(ruleset: RuleSet, connectors, context_file: Path, max_symptoms: int | None = None) -> Diagnosis:
+def diagnose_static(ruleset: RuleSet, connectors, context_file: Path, max_symptoms: int | None = None,
+                    keep: bool = False) -> Diagnosis:
     """`attribution diagnose --context FILE`: a context written by hand (context.yaml, spec/bundle.md), the
     evidence from the configured connectors."""
-    return diagnose_live(ruleset, connectors, load_context(Path(context_file)), max_symptoms=max_symptoms)
+    return diagnose_live(ruleset, connectors, load_context(Path(context_file)), max_symptoms=max_symptoms,
+                         keeper=_keeper(ruleset, keep))
 
 
 # -- drain: the policy over the stored history, decided within the caps, acted on through Slurm -------------

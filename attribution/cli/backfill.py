@@ -41,7 +41,7 @@ def backfill(ctx: click.Context, since: str, until: str | None, redo: bool, **co
     """Diagnose and store every failed Slurm job that ended in a time range (sacct), with a progress bar.
     Resumable: a re-run skips the jobs already stored."""
     from attribution.errors import InputError
-    from attribution.pipeline import diagnose_sacct_job, failed_slurm_jobs, ingest
+    from attribution.pipeline import diagnose_sacct_job, failed_slurm_jobs, ingest_diagnosis
     from attribution.scope.sacct import context_of
     from attribution.store.jobkeys import is_stored, stored_job_starts
     from attribution.cli.db import open_store
@@ -75,11 +75,11 @@ def backfill(ctx: click.Context, since: str, until: str | None, redo: bool, **co
                                item_show_func=lambda x: x[0].display_id if x else None) as bar:
             for job, c in bar:
                 try:
-                    d = diagnose_sacct_job(rs, settings.connectors, job, c.cluster)
+                    d = diagnose_sacct_job(rs, settings.connectors, job, c.cluster, keep=True)
                 except InputError as exc:
                     failures.append(f"job {job.display_id}: {exc}")
                     continue
-                _, verdict = ingest(rs, engine, d.context, list(d.events), list(d.coverage), source="sacct")
+                _, verdict = ingest_diagnosis(rs, engine, d, source="sacct")  # with what is kept for replay
                 outcomes[verdict.outcome if verdict else "attributed by another process"] += 1
     for f in failures:
         click.echo(f"attribution: {f}", err=True)

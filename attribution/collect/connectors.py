@@ -47,21 +47,23 @@ def query_window(ctx: ExecutionContext, before: timedelta, after: timedelta,
 
 
 def collect_configured(connectors: ConnectorSettings, ctx: ExecutionContext, prefilter_for: Callable[[str], Prefilter],
-                       metric_rules, window: tuple[datetime, datetime], workload: Workload | None = None) -> Collected:
-    """Run every configured collector for `ctx` over `window`."""
+                       metric_rules, window: tuple[datetime, datetime], workload: Workload | None = None,
+                       keeper=None) -> Collected:
+    """Run every configured collector for `ctx` over `window`; `keeper` (replay.keep.LineKeeper), when given,
+    sees every text they read as it is parsed (what is kept for replay)."""
     loki = endpoint_from(connectors.loki, "loki") if connectors.loki.url else None
     prom = endpoint_from(connectors.prometheus, "prometheus") if connectors.prometheus.url else None
     out = Collected()
     start, end = window
     if connectors.files:
-        out.add(*collect_files(connectors.files, ctx, prefilter_for))
+        out.add(*collect_files(connectors.files, ctx, prefilter_for, keeper))
     if workload is not None and connectors.kubernetes.pod_logs:
         k = connectors.kubernetes
         out.add(*collect_pod_logs(k, workload.namespace, workload.pods, ctx, prefilter_for("job"),
-                                  time.monotonic() + k.budget))
+                                  time.monotonic() + k.budget, keeper=keeper))
     if loki is not None:
         out.add(*collect_loki(loki, connectors.loki, ctx, prefilter_for, start, end,
-                              time.monotonic() + connectors.loki.budget))
+                              time.monotonic() + connectors.loki.budget, keeper=keeper))
     if prom is not None and metric_rules:
         series, cov = collect_metrics(prom, connectors.prometheus, metric_rules, ctx, start, end,
                                       time.monotonic() + connectors.prometheus.budget)

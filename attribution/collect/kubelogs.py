@@ -17,6 +17,7 @@ from attribution.model import Coverage, ExecutionContext, Observation
 from attribution.collect.command import CommandResult, run_command
 from attribution.collect.joboutput import parse_job_output
 from attribution.collect.scan import Prefilter
+from attribution.collect.textio import Tapped
 
 
 def kubectl_base(settings: KubernetesSettings) -> list[str]:
@@ -37,7 +38,10 @@ def logs_argv(settings: KubernetesSettings, namespace: str, pod: str, container:
 
 def collect_pod_logs(settings: KubernetesSettings, namespace: str, pods: Sequence[PodPlacement],
                      ctx: ExecutionContext, prefilter: Prefilter, deadline: float,
-                     run: Callable[..., CommandResult] = run_command) -> tuple[list[Observation], list[Coverage]]:
+                     run: Callable[..., CommandResult] = run_command,
+                     keeper=None) -> tuple[list[Observation], list[Coverage]]:
+    """Every container's log (and a restarted one's previous log); `keeper` (replay.keep.LineKeeper) sees each
+    as it is parsed."""
     obs: list[Observation] = []
     cov: list[Coverage] = []
     if not pods:
@@ -56,7 +60,9 @@ def collect_pod_logs(settings: KubernetesSettings, namespace: str, pods: Sequenc
                         status = "missing" if "not found" in (r.stderr or "") else "error"
                         cov.append(Coverage("job", node, status, reason=r.reason("kubectl logs"), file=location))
                         continue
-                    o, stats = parse_job_output(r.stdout, location, ctx, prefilter, file_node=node)
+                    fp = r.stdout if keeper is None else Tapped(r.stdout, keeper.stream_tap("text", "job", node,
+                                                                                          location))
+                    o, stats = parse_job_output(fp, location, ctx, prefilter, file_node=node)
                 finally:
                     r.stdout.close()
                 obs.extend(o)

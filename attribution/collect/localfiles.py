@@ -18,7 +18,7 @@ from attribution.model import Coverage, ExecutionContext, Observation
 from attribution.collect.joboutput import node_of_file, parse_job_output
 from attribution.collect.nodelogs import NodeLogSpec, parse_node_log
 from attribution.collect.scan import Prefilter
-from attribution.collect.textio import open_regular
+from attribution.collect.textio import Tapped, open_regular
 
 
 def expand(pattern: str, ctx: ExecutionContext, node: str | None) -> str:
@@ -35,10 +35,12 @@ def _open(path: Path):
 
 
 def read_one(path: Path, source: str, node: str | None, ctx: ExecutionContext,
-             prefilter: Prefilter) -> tuple[list[Observation], Coverage]:
+             prefilter: Prefilter, keeper=None) -> tuple[list[Observation], Coverage]:
+    """One file; `keeper` (replay.keep.LineKeeper) sees what is read as it is parsed."""
     location = str(path)
     try:
-        with _open(path) as fp:
+        with _open(path) as opened:
+            fp = opened if keeper is None else Tapped(opened, keeper.stream_tap("text", source, node, location))
             if source == "job":
                 obs, stats = parse_job_output(fp, location, ctx, prefilter, file_node=node)
             else:
@@ -53,7 +55,7 @@ def read_one(path: Path, source: str, node: str | None, ctx: ExecutionContext,
 
 
 def collect_files(entries: Sequence[FileSourceSettings], ctx: ExecutionContext,
-                  prefilter_for: Callable[[str], Prefilter]) -> tuple[list[Observation], list[Coverage]]:
+                  prefilter_for: Callable[[str], Prefilter], keeper=None) -> tuple[list[Observation], list[Coverage]]:
     obs: list[Observation] = []
     cov: list[Coverage] = []
     for entry in entries:
@@ -73,7 +75,7 @@ def collect_files(entries: Sequence[FileSourceSettings], ctx: ExecutionContext,
                     cov.append(Coverage(entry.source, None, "error", file=str(path),
                                         reason="cannot tell which node this file belongs to (use $node in the path)"))
                     continue
-                o, c = read_one(path, entry.source, owner, ctx, prefilter_for(entry.source))
+                o, c = read_one(path, entry.source, owner, ctx, prefilter_for(entry.source), keeper)
                 obs.extend(o)
                 cov.append(c)
     return obs, cov

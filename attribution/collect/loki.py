@@ -204,17 +204,27 @@ def _from_ns(ns: int) -> datetime:
     return datetime.fromtimestamp(ns // 1_000_000_000, UTC) + timedelta(microseconds=(ns % 1_000_000_000) // 1000)
 
 
+def stream_where(labels: tuple[tuple[str, str], ...]) -> str:
+    """The location of a stream's lines (`loki:{labels}`, then `:<line>`)."""
+    return "loki:" + Stream(labels, ()).selector()
+
+
 def stream_observations(labels: tuple[tuple[str, str], ...], entries: list[tuple[int, str]], source: str,
-                        node: str | None, ctx: ExecutionContext, prefilter: Prefilter) -> list[Observation]:
-    """One stream's entries through the parser of its source. Pure."""
-    where = "loki:" + Stream(labels, ()).selector()
+                        node: str | None, ctx: ExecutionContext, prefilter: Prefilter,
+                        tap: Callable | None = None) -> list[Observation]:
+    """One stream's entries through the parser of its source. Pure, but for `tap(text, 0, stamps)`, which sees
+    the stream's text as parsed and the time of each of its lines (what is kept for replay)."""
+    where = stream_where(labels)
     lines: list[str] = []
     stamps: list[int] = []
     for ts, line in entries:
         for part in line.split("\n"):
             lines.append(part)
             stamps.append(ts)
-    raw = io.BytesIO(("\n".join(lines) + "\n").encode("utf-8", errors="surrogateescape"))
+    data = ("\n".join(lines) + "\n").encode("utf-8", errors="surrogateescape")
+    if tap is not None:
+        tap(data, 0, stamps)
+    raw = io.BytesIO(data)
     if source == "job":
         obs, _ = parse_job_output(raw, where, ctx, prefilter, file_node=node)
     else:
@@ -231,8 +241,9 @@ def stream_observations(labels: tuple[tuple[str, str], ...], entries: list[tuple
 
 def collect_loki(endpoint: Endpoint, settings: LokiSettings, ctx: ExecutionContext, prefilter_for,
                  start: datetime, end: datetime, deadline: float,
-                 post: Callable = post_form) -> tuple[list[Observation], list[Coverage]]:
+                 post: Callable = post_form, keeper=None) -> tuple[list[Observation], list[Coverage]]:
     """The configured sources of the job's nodes (and its job output) from Loki, with one coverage record each.
+    `keeper` (replay.keep.LineKeeper): sees each stream as parsed, with its labels and times.
 
     After a request that could not reach the server (refused, timed out), the remaining queries are not tried:
     each is reported as an error at once, so a dead server costs one timeout, not one per node."""
@@ -272,7 +283,9 @@ def collect_loki(endpoint: Endpoint, settings: LokiSettings, ctx: ExecutionConte
             stream_node = node
             if stream_node is None:
                 stream_node = ctx.resolve_host(dict(labels).get(settings.node_label))
-            obs.extend(stream_observations(labels, entries, source, stream_node, ctx, pf))
+            tap = None if keeper is None else keeper.stream_tap("loki", source, stream_node, stream_where(labels),
+                                                                dict(labels))
+            obs.extend(stream_observations(labels, entries, source, stream_node, ctx, pf, tap))
         status = "ok" if n_entries else "empty"
         cov.append(Coverage(source, node, status, lines=n_entries, file=where,
                             reason=None if n_entries else "no entries in the job window",
@@ -281,4 +294,4 @@ def collect_loki(endpoint: Endpoint, settings: LokiSettings, ctx: ExecutionConte
 
 
 __all__ = ["Stream", "Pager", "LokiAnswerError", "logql_quote", "stream_selector", "parse_streams", "query_range",
-           "stream_observations", "collect_loki"]
+           "stream_where", "stream_observations", "collect_loki"]

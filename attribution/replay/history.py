@@ -91,6 +91,7 @@ def unmatched_lines(engine: Engine, ruleset: RuleSet, since: datetime | None = N
     from attribution.collect.bundle import collect_bundle
     from attribution.replay.keep import pack_errorlike
     from attribution.replay.rederive import write_scratch_bundle
+    from attribution.replay.streams import replay_streams
     from attribution.replay.suggest import Unmatched
 
     errorlike = pack_errorlike(ruleset)
@@ -102,6 +103,7 @@ def unmatched_lines(engine: Engine, ruleset: RuleSet, since: datetime | None = N
             root = Path(tmp) / "bundle"
             write_scratch_bundle(root, ctx, row["evidence"])
             observations, _ = collect_bundle(root, ctx, lambda _source: errorlike)
+        observations += replay_streams(row["evidence"], ctx, lambda _source: errorlike)  # the connectors' lines
         name = f"{row['cluster']}/{row['job_id']}"
         hours = job_gpu_hours(ctx)
         for o in observations:

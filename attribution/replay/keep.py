@@ -3,8 +3,10 @@
 (telemetry, spec/bundle.md) of every node, parsed (what the counter rules read, in the report payload's form:
 collect.telemetry.snapshot_to_json). See docs/replay.md.
 
-One `LineKeeper` selects the lines wherever they are read: from a bundle's files (`keep_bundle`), and on a node as
-the node agent's readers stream its logs (node/epilog.py: the report then carries its piece, bounded per node).
+One `LineKeeper` selects the lines wherever they are read: from a bundle's files (`keep_bundle`), on a node as
+the node agent's readers stream its logs (node/epilog.py: the report then carries its piece, bounded per node),
+and centrally as the live connectors read a job's Loki streams, pod logs, files and job output (`stream_tap`:
+kept under `streams` with the time and labels that replay them, replay/streams.py; a backfilled job's piece).
 `merge_piece` puts one reporter's piece into the job's document (its earlier piece replaced, the bound kept per
 job); the store only loads and saves the document.
 
@@ -35,6 +37,7 @@ MAX_LINES = EVIDENCE_MAX_LINES
 MAX_BYTES = EVIDENCE_MAX_BYTES
 MAX_LINE_CHARS = EVIDENCE_MAX_LINE_CHARS
 MAX_TELEMETRY_BYTES = 4 << 20  # of snapshot JSON: ~20 KiB a node of 8 GPUs and 8 HCAs, ~1 KiB compressed
+MAX_METRIC_BYTES = 4 << 20  # of PromQL series JSON (only the samples where a value changes: streams.py)
 READ_CHUNK = 8 << 20
 #: Flags of a kept line: flagged by a rule's prefilter, error-looking.
 PREFILTER, ERRORLIKE = "p", "e"
@@ -46,6 +49,7 @@ class Limits:
     bytes: int = MAX_BYTES
     line_chars: int = MAX_LINE_CHARS
     telemetry_bytes: int = MAX_TELEMETRY_BYTES
+    metric_bytes: int = MAX_METRIC_BYTES
 
 
 def pack_errorlike(ruleset: RuleSet) -> Prefilter:
@@ -129,13 +133,15 @@ class LineKeeper:
         self.ruleset, self.limits = ruleset, limits
         self.errorlike = errorlike if errorlike is not None else pack_errorlike(ruleset)
         self.candidates = 0
-        self._kept: tuple[list, list] = ([], [])  # (source, node, file, origin, lineno, text, flags)
+        self._kept: tuple[list, list] = ([], [])  # (source, node, file, origin, lineno, text, flags, ns)
         self._size = [0, 0]
         self._full = [False, False]
+        self._streams: dict[str, dict] = {}  # location -> what replays a connector's stream (see streams.py)
 
     def feed(self, source: str, node: str | None, file: str, data: bytes, base: int = 0,
-             origin: str | None = None) -> None:
-        """The flagged lines of `data` (`base`: the lines of the file before it), kept as `file`'s."""
+             origin: str | None = None, stamps: list[int] | None = None) -> None:
+        """The flagged lines of `data` (`base`: the lines of the file before it), kept as `file`'s; `stamps`: the
+        time (ns) each line of `data` was stored with (a Loki stream's), kept with the line."""
         for lineno, start, end, flags in flagged_lines(data, self.ruleset.prefilter(source), self.errorlike):
             self.candidates += 1
             k = 0 if PREFILTER in flags else 1
@@ -146,8 +152,20 @@ class LineKeeper:
             if len(self._kept[k]) >= self.limits.lines or self._size[k] + n > self.limits.bytes:
                 self._full[k] = True
                 continue
-            self._kept[k].append((source, node, file, origin, base + lineno, text, flags))
+            ns = stamps[lineno - 1] if stamps is not None and lineno <= len(stamps) else None
+            self._kept[k].append((source, node, file, origin, base + lineno, text, flags, ns))
             self._size[k] += n
+
+    def stream_tap(self, reader: str, source: str, node: str | None, location: str,
+                   labels: Mapping[str, str] | None = None) -> Callable[..., None]:
+        """A tap for what a connector reads (`reader`: `text` for a file or a command's output parsed at
+        `location`, `loki` for a Loki stream): called with (data, base) as textio.Tapped does, or (data, 0,
+        stamps) with the time of each line; kept under `streams` with what replays it (replay/streams.py)."""
+        meta = {"reader": reader, "source": source, "node": node, "location": location}
+        if labels is not None:
+            meta["labels"] = dict(sorted(labels.items()))
+        self._streams[location] = meta
+        return lambda data, base, stamps=None: self.feed(source, node, location, data, base, stamps=stamps)
 
     def tap(self, source: str, node: str | None, file: str, origin: str | None = None) -> Callable[[bytes, int], None]:
         """A tap for collect.textio.Tapped: what a reader passes on is fed as `file`'s, read at `origin`."""
@@ -175,13 +193,14 @@ class LineKeeper:
             kept.append(cand)
             size += n
         doc = {"format": FORMAT, "rules_version": self.ruleset.version, "truncated": truncated,
-               "candidates": self.candidates, "files": _files(kept)}
-        return doc | ({"reporter": reporter} if reporter else {})
+               "candidates": self.candidates, "files": _files([c for c in kept if c[2] not in self._streams])}
+        streams = _streams([c for c in kept if c[2] in self._streams], self._streams)
+        return doc | ({"streams": streams} if streams else {}) | ({"reporter": reporter} if reporter else {})
 
 
 def _files(kept) -> list[dict]:
     files: dict[tuple, dict] = {}
-    for source, node, file, origin, lineno, text, flags in sorted(kept, key=lambda c: (c[2], c[4])):
+    for source, node, file, origin, lineno, text, flags, _ns in sorted(kept, key=lambda c: (c[2], c[4])):
         f = files.get((source, node, file))
         if f is None:
             f = files[(source, node, file)] = {"source": source, "node": node, "file": file}
@@ -190,6 +209,17 @@ def _files(kept) -> list[dict]:
             f["lines"] = []
         f["lines"].append([lineno, text, flags])
     return list(files.values())
+
+
+def _streams(kept, metas: Mapping[str, dict]) -> list[dict]:
+    """Connector streams (docs/replay.md): each line [number, text, flags] and, from Loki, its time in ns."""
+    out: dict[str, dict] = {}
+    for _source, _node, location, _origin, lineno, text, flags, ns in sorted(kept, key=lambda c: (c[2], c[4])):
+        s = out.get(location)
+        if s is None:
+            s = out[location] = dict(metas[location], lines=[])
+        s["lines"].append([lineno, text, flags] + ([] if ns is None else [ns]))
+    return list(out.values())
 
 
 def keep_bundle(bundle: Path, ctx: ExecutionContext, ruleset: RuleSet, limits: Limits = Limits(),
@@ -246,36 +276,59 @@ def merge_piece(doc: Mapping | None, key: str, piece: Mapping, limits: Limits = 
     doc = dict(doc or {})
     pieces = dict(doc.get("pieces") or {})
     files = [dict(f, piece=f.get("piece") or "bundle") for f in doc.get("files", ())]
+    streams = [dict(f, piece=f.get("piece") or "bundle") for f in doc.get("streams", ())]
     if doc and not pieces:
         pieces["bundle"] = _meta(doc)
     old = pieces.pop(key, None) or {}
     places = {f["file"] for f in piece.get("files", ())}
     files = [f for f in files if f["piece"] != key and f["file"] not in places]
     files += [dict(f, piece=key) for f in piece.get("files", ())]
+    read = {s["location"] for s in piece.get("streams", ())}
+    streams = [s for s in streams if s["piece"] != key and s["location"] not in read]
+    streams += [dict(s, piece=key) for s in piece.get("streams", ())]
     gone = set(old.get("telemetry", ()))
     tel = {n: p for n, p in (doc.get("telemetry") or {}).items() if n not in gone}
     tel.update(piece.get("telemetry") or {})
+    gone = set(old.get("metrics", ()))
+    series = {n: s for n, s in ((doc.get("metrics") or {}).get("nodes") or {}).items() if n not in gone}
+    series.update((piece.get("metrics") or {}).get("nodes") or {})
+    labels = (piece.get("metrics") or doc.get("metrics") or {}).get("labels") or {}
     pieces[key] = _meta(piece)
-    files, cut = _bound_files(files, limits)
+    kept, cut = _bound_files(files + streams, limits)
+    files = [f for f in kept if "reader" not in f]
+    streams = [s for s in kept if "reader" in s]
     kept_tel = bound_telemetry(tel, limits)
     out = {"format": FORMAT, "rules_version": piece.get("rules_version") or doc.get("rules_version"),
            "truncated": cut or any(p["truncated"] for p in pieces.values()),
            "candidates": sum(p["candidates"] for p in pieces.values()), "files": files, "pieces": pieces}
+    if streams:
+        out["streams"] = streams
     if any(p["telemetry_truncated"] for p in pieces.values()):
         kept_tel["telemetry_truncated"] = True
+    if series:
+        from attribution.replay.streams import bound_metrics
+
+        kept_tel |= bound_metrics(series, labels, limits)
+    if any(p.get("metrics_truncated") for p in pieces.values()):
+        kept_tel["metrics_truncated"] = True
     return out | kept_tel
 
 
 def _meta(piece: Mapping) -> dict:
-    return {"rules_version": piece.get("rules_version"), "truncated": bool(piece.get("truncated")),
+    meta = {"rules_version": piece.get("rules_version"), "truncated": bool(piece.get("truncated")),
             "candidates": int(piece.get("candidates") or 0), "telemetry": sorted(piece.get("telemetry") or ()),
             "telemetry_truncated": bool(piece.get("telemetry_truncated"))}
+    if piece.get("metrics"):  # a connector's piece: the nodes whose metric series it kept
+        meta["metrics"] = sorted((piece["metrics"].get("nodes") or {}))
+        meta["metrics_truncated"] = bool(piece.get("metrics_truncated"))
+    return meta
 
 
 def _bound_files(files: list[dict], limits: Limits) -> tuple[list[dict], bool]:
-    """The files' lines within the bounds (see merge_piece), and whether some were left out."""
-    lines = [(0 if PREFILTER in ln[2] else 1, f.get("piece") or "", f["file"], ln[0], i)
-             for i, f in enumerate(files) for ln in f["lines"]]
+    """The lines of the files (and connector streams) within the bounds (see merge_piece), and whether some were
+    left out."""
+    lines = [(0 if PREFILTER in ln[2] else 1, f.get("piece") or "", f.get("file") or f.get("location") or "",
+              ln[0], i) for i, f in enumerate(files) for ln in f["lines"]]
     total = sum(line_cost(ln[1]) for f in files for ln in f["lines"])
     if len(lines) <= limits.lines and total <= limits.bytes:
         return files, False

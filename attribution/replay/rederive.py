@@ -3,9 +3,12 @@
 The kept lines are written back at their line numbers into a scratch bundle (blank lines in between), so the
 collectors parse them exactly as they parsed the original files, and the locations (and so the fingerprints) of
 the events are the same (a file read outside a bundle is written at its bundle place, and the events found in it
-are put back at the place it was read: keep.py). The counter rules run on the kept snapshots, so a node's telemetry events are the new
-pack's. Events the kept evidence cannot give again (metric series, pieces sent by node agents: any event whose
-file is not among the kept files, a telemetry event of a node without kept snapshots) are taken as stored.
+are put back at the place it was read: keep.py). What the live connectors read (Loki streams, pod logs, files, job
+output, PromQL series) is replayed through the connectors' own parsers with its kept times and labels, and the
+metric rules run on the kept series (replay/streams.py). The counter rules run on the kept snapshots, so a node's
+telemetry events are the new pack's. Events the kept evidence cannot give again (any event whose file is not
+among the kept files or streams, a telemetry or metric event of a node without kept snapshots or series) are
+taken as stored.
 """
 
 from __future__ import annotations
@@ -81,8 +84,10 @@ def rederive(ruleset: RuleSet, ctx: ExecutionContext, doc: dict, coverage: Itera
     """The events and verdict `ruleset` gives on the kept evidence, with the job's stored coverage."""
     from attribution.correlate.rootcause import correlate
     from attribution.extract.counters import TELEMETRY_SOURCE
+    from attribution.extract.events import extract
     from attribution.pipeline import diagnose_bundle, telemetry_events
     from attribution.replay.keep import kept_telemetry
+    from attribution.replay.streams import metric_events, metric_nodes, replay_streams, stream_locations
 
     with tempfile.TemporaryDirectory(prefix="attribution-replay-") as tmp:
         root = Path(tmp) / "bundle"
@@ -90,14 +95,18 @@ def rederive(ruleset: RuleSet, ctx: ExecutionContext, doc: dict, coverage: Itera
         d = diagnose_bundle(ruleset, root)
     snaps = kept_telemetry(doc)
     origins = kept_origins(doc)
-    files = kept_files(doc)
+    files = kept_files(doc) | stream_locations(doc)
+    metrics = metric_nodes(doc)
     read_at = {(f.get("node"), f["origin"]) for f in doc.get("files", ()) if f.get("origin")}
     events = [_at_origin(e, origins) for e in d.events] + telemetry_events(ruleset, ctx, snaps)
+    events += extract(ruleset, ctx, replay_streams(doc, ctx, ruleset.prefilter))  # what the connectors read
+    events += metric_events(ruleset, ctx, doc)
     seen = {(e.rule, e.location, e.line) for e in events}
     for e in stored_events:
-        # not given by the kept files (another collector, a metric rule), nor by the kept snapshots, nor the
-        # scheduler's own (derived from ctx)
+        # not given by the kept files or connector streams (another collector), nor by the kept snapshots or
+        # metric series, nor the scheduler's own (derived from ctx)
         given = e.source == "scheduler" or (e.source == TELEMETRY_SOURCE and e.node in snaps) or (
+            e.source == "metrics" and e.node in metrics) or (
             (None if e.source == "job" else e.node, _file_of(e.location)) in read_at)
         if not given and _file_of(e.location) not in files and (e.rule, e.location, e.line) not in seen:
             events.append(e)
