@@ -188,3 +188,47 @@ def test_backfill_stores_every_failed_job_once_and_resumes(live, pg_url, tmp_pat
     assert again.exit_code == 0 and f"stored 0 verdict(s); skipped {failed} already stored" in again.output
     redo = CliRunner().invoke(main, args + ["--redo"])
     assert f"stored {failed} verdict(s)" in redo.output
+
+
+def test_backfill_keeps_what_loki_served_and_a_pack_with_a_rule_for_its_unknown_kernel_line_changes_the_job(
+        live, pg_url, tmp_path):
+    """Loki serves, for the GPU job only (its kernel streams carry the job id: a configured selector), a kernel
+    line no shipped rule knows on node2, without a time of its own: backfill stores the job as `unknown` with the
+    line kept; `rules diff` with a pack that adds a rule for it lists exactly that job, unknown -> gpu_hardware,
+    and `reattribute` makes it so."""
+    from tests.conftest import ROOT
+    from tests.harness.loki import FakeLoki
+    from tests.harness.replay import UNKNOWN_LINE, pack_with_new_rule
+
+    gpu = live.jobs["gpu"]
+    at = int((live.started + timedelta(seconds=1)).timestamp()) * 1_000_000_000
+    since = (live.started - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%S")
+    with FakeLoki() as loki:
+        loki.add_stream({"host": "node2", "source": "kernel", "job_id": gpu}, [(at, UNKNOWN_LINE)])
+        cfg = tmp_path / "config.yaml"
+        cfg.write_text(f"database:\n  url: {pg_url}\nconnectors:\n  loki:\n    url: {loki.url}\n    sources: [kernel]\n"
+                       f"    selectors: {{kernel: '{{host=$node, source=\"kernel\", job_id=$job_id}}'}}\n")
+        r = CliRunner().invoke(main, ["--config", str(cfg), "backfill", "--since", since,
+                                      "--until", live.ended.strftime("%Y-%m-%dT%H:%M:%S")])
+    assert r.exit_code == 0, r.output
+    from sqlalchemy import create_engine
+
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text(
+                "SELECT v.outcome FROM attribution.jobs j JOIN attribution.verdicts v ON v.id = j.current_verdict_id "
+                "WHERE j.job_id = :j"), {"j": gpu}).scalar_one() == "unknown"
+    finally:
+        engine.dispose()
+    same = CliRunner().invoke(main, ["--config", str(cfg), "rules", "diff", str(ROOT / "rules"), "--json"])
+    assert json.loads(same.output)["changed"] == 0, same.output
+    pack = pack_with_new_rule(ROOT, tmp_path / "pack")
+    out = json.loads(CliRunner().invoke(main, ["--config", str(cfg), "rules", "diff", str(pack), "--json"]).output)
+    assert out["totals"] == [{"transition": "unknown -> gpu_hardware", "jobs": 1}], out
+    assert [(j["job_id"], j["after"]["root_node"], j["after"]["culprits"]) for j in out["jobs"]] == [
+        (gpu, "node2", ["node2"])]
+    r = CliRunner().invoke(main, ["--config", str(cfg), "reattribute", "--rules", str(pack), "--json"])
+    assert json.loads(r.output)["totals"] == [{"transition": "unknown -> gpu_hardware", "jobs": 1}], r.output
+    again = CliRunner().invoke(main, ["--config", str(cfg), "rules", "diff", str(pack), "--json"])
+    assert json.loads(again.output)["changed"] == 0

@@ -10,6 +10,7 @@ import json
 import time
 from datetime import datetime, timezone
 
+import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
@@ -224,8 +225,11 @@ def test_a_job_output_stream_stays_user_written_when_replayed(ruleset, store):
     could have printed it, so g01 is a culprit on `job_output` evidence only (confidence at most medium, no
     drain); replayed from the kept stream alone it is still job output (source `job`), never a system culprit."""
     srun = "srun: error: Node failure on g01"
+    mallory = f"Mar 10 09:59:55 g01 mallory[4242]: {XID79}"  # syslog, not the kernel's tag: not a kernel message
+    syslog = {"filename": "/var/log/syslog", "host": "g01", "source": "kernel"}
     with FakeLoki() as loki:
         unknown_kernel_line_in_loki(loki, job_output=((_ns(9, 59, 50), srun),))
+        loki.add_stream(syslog, [(_ns(9, 59, 55), mallory)])
         d = diagnose_sacct_job(ruleset, ConnectorSettings(loki=LokiSettings(url=loki.url)), sacct_job(), keep=True)
     _, verdict = ingest_diagnosis(ruleset, store, d, source="sacct")
     assert (verdict.outcome, verdict.root_cause.kind, verdict.culprits, verdict.confidence) == (
@@ -233,10 +237,76 @@ def test_a_job_output_stream_stays_user_written_when_replayed(ruleset, store):
     assert verdict.evidence_of_culprit(0) == "job_output"
     (job,) = [s for s in _kept(store, "701")["streams"] if s["source"] == "job"]
     assert job["lines"][-1] == [3, srun, "pe", _ns(9, 59, 50)] and job["node"] == "g01"
+    (other,) = [s for s in _kept(store, "701")["streams"] if s["labels"] == syslog]
+    assert other["lines"] == [[1, mallory, "p", _ns(9, 59, 55)]]
     again, stored = _rederived_from_kept_evidence_alone(ruleset, store, "701")
     assert stored == ("host", "node_fail", "g01", ["g01"])
     v = again.verdict
     assert (v.outcome, v.root_cause.kind, v.root_cause.source, v.culprits, v.confidence) == (
         "host", "node_fail", "job", (("g01", None),), "medium")
     assert v.evidence_of_culprit(0) == "job_output"
+    assert not [e for e in again.events if e.kind == "gpu_fallen_off_bus"]  # mallory's line gives no event again
     assert _diff(store, ROOT / "rules")["changed"] == 0
+
+
+@pytest.fixture(scope="module")
+def prom(tmp_path_factory):
+    """A real Prometheus with incident 01's DCGM history: hx-gpu019's GPU 4 shows Xid 79 from 09:14:44, GPU 2 of
+    hx-gpu017 an Xid 48 stuck from before the window (30 s scrapes)."""
+    from tests.harness.incident_sources import dcgm_history
+    from tests.harness.prometheus import PrometheusServer, openmetrics
+
+    nodes = ("hx-gpu017", "hx-gpu018", "hx-gpu019", "hx-gpu020")
+    history = dcgm_history(nodes, datetime(2026, 3, 10, 7, 30, tzinfo=UTC), datetime(2026, 3, 10, 9, 45, tzinfo=UTC),
+                           xid_at={("hx-gpu019", 4): (datetime(2026, 3, 10, 9, 14, 44, tzinfo=UTC), 79)},
+                           stuck={("hx-gpu017", 2): 48})
+    server = PrometheusServer(tmp_path_factory.mktemp("prom"), openmetrics(history))
+    server.install()
+    server.start()
+    yield server
+    server.stop()
+
+
+def _pack_without_metric_rule(dest, rule_id: str):
+    import shutil
+
+    import yaml
+
+    shutil.copytree(ROOT / "rules", dest)
+    doc = yaml.safe_load((dest / "metrics.yaml").read_text())
+    doc["rules"] = [r for r in doc["rules"] if r["id"] != rule_id]
+    (dest / "metrics.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, width=1000))
+    return dest
+
+
+@pytest.mark.prometheus
+def test_promql_series_are_kept_as_their_changes_and_the_metric_rules_replay_on_them(ruleset, store, prom, tmp_path):
+    """Incident 01's job output (files) and its DCGM series (Prometheus), the Xid only in the series: the series
+    are kept per node as the samples where a value changes; the pack in use changes nothing, a pack without the
+    DCGM Xid rule turns the job gpu_hardware -> unknown (the metric events are replayed, not taken as stored)."""
+    from attribution.config import PrometheusSettings
+
+    job_files = FileSourceSettings(path=str(XID79_CASE / "job" / "*.out"), source="job")
+    c = ConnectorSettings(files=(job_files,), prometheus=PrometheusSettings(url=prom.url, step=15))
+    d = diagnose_static(ruleset, c, XID79_CASE / "context.yaml", keep=True)
+    root = d.verdict.root_cause
+    assert (d.verdict.outcome, root.source, root.node) == ("gpu_hardware", "metrics", "hx-gpu019")
+    ingest_diagnosis(ruleset, store, d, source="context")
+    doc = _kept(store, d.context.job_id)
+    kept = doc["metrics"]["nodes"]
+    assert sorted(kept) == ["hx-gpu017", "hx-gpu018", "hx-gpu019", "hx-gpu020"] and "metrics_truncated" not in doc
+    xid = {(n, s["labels"]["gpu"]): s["samples"] for n, series in kept.items() for s in series
+           if s["name"] == "DCGM_FI_DEV_XID_ERRORS"}
+    assert len(xid) == 32
+    first = xid[("hx-gpu020", "0")][0][0]
+    assert xid[("hx-gpu020", "0")] == [[first, 0.0]]  # 0 all along: one sample
+    assert xid[("hx-gpu017", "2")] == [[first, 48.0]]  # stuck: one sample
+    assert xid[("hx-gpu019", "4")] == [[first, 0.0], [root.time.timestamp(), 79.0]]
+    assert {s["reader"] for s in doc["streams"]} == {"text"}  # the job output, read by the files connector
+
+    assert _diff(store, ROOT / "rules")["changed"] == 0
+    again, stored = _rederived_from_kept_evidence_alone(ruleset, store, d.context.job_id)
+    side = side_of_verdict(again.verdict)
+    assert (side.outcome, side.root, side.root_node, list(side.culprits)) == stored
+    out = _diff(store, _pack_without_metric_rule(tmp_path / "pack", "metrics.dcgm_xid"))
+    assert out["totals"] == [{"transition": "gpu_hardware -> unknown", "jobs": 1}], out
