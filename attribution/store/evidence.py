@@ -23,7 +23,8 @@ def decode(blob: bytes) -> dict:
 
 
 def line_count(doc: dict) -> int:
-    return sum(len(f["lines"]) for f in doc.get("files", ()))
+    """The kept lines: of the files and of the connectors' streams."""
+    return sum(len(f["lines"]) for key in ("files", "streams") for f in doc.get(key, ()))
 
 
 def save_evidence(conn: Connection, job_id: str, job_ref: int, doc: dict) -> None:

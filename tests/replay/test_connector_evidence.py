@@ -126,6 +126,9 @@ def test_backfilled_job_from_loki_keeps_its_lines_and_a_pack_with_a_rule_for_its
                     sort_keys=True),
          json.dumps([[2, JOB_LINE, "e", _ns(9, 59, 40)]]))}
 
+    with store.begin() as c:  # what `db status` sums: the streams' lines count
+        assert c.execute(text("SELECT lines, truncated FROM attribution.job_evidence")).one() == (3, False)
+
     assert _diff(store, ROOT / "rules")["changed"] == 0
     pack = pack_with_new_rule(ROOT, tmp_path / "pack")
     out = _diff(store, pack)
