@@ -128,6 +128,15 @@ def test_backfilled_job_from_loki_keeps_its_lines_and_a_pack_with_a_rule_for_its
 
     with store.begin() as c:  # what `db status` sums: the streams' lines count
         assert c.execute(text("SELECT lines, truncated FROM attribution.job_evidence")).one() == (3, False)
+    # `rules suggest` mines them too: each line no rule matches, at its Loki place
+    from attribution.replay.history import unmatched_lines
+
+    assert sorted((u.job, u.source, u.location, u.text, u.unknown) for u in unmatched_lines(store, ruleset)) == [
+        ("test/701", "job", 'loki:{filename="/home/alice/slurm-701.out", host="g01", job_id="701", source="job"}:2',
+         JOB_LINE, True),
+        ("test/701", "kernel", f"{G01_WHERE}:2", UNKNOWN_LINE, True),
+        ("test/701", "kernel", 'loki:{filename="/var/log/kern.log", host="g02", source="kernel"}:1',
+         "thermald: sensor 7 read failed", True)]
 
     assert _diff(store, ROOT / "rules")["changed"] == 0
     pack = pack_with_new_rule(ROOT, tmp_path / "pack")
