@@ -190,12 +190,16 @@ class Coverage:
 
 @dataclass(frozen=True, slots=True)
 class Symptom:
+    """An event correlation did not take for a cause, and what explains it."""
+
     event: Event
     explained_by: str | None  # "root_cause", an explaining event's reference, or None
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
+    """What broke one job: the outcome, the root cause and culprits, the symptoms, what was seen."""
+
     context: ExecutionContext
     outcome: str
     confidence: str

@@ -20,6 +20,8 @@ from attribution.scope.bundle import check_storable, load_context, scheduler_obs
 
 @dataclass(frozen=True)
 class Diagnosis:
+    """One job's context, events, coverage and verdict."""
+
     context: ExecutionContext
     events: tuple[Event, ...]
     coverage: tuple[Coverage, ...]

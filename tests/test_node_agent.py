@@ -29,8 +29,10 @@ XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python3, GPU has fallen off
 FORBIDDEN = ("attribution.cli", "click", "httpx", "yaml", "jsonschema", "pydantic", "fastapi", "starlette",
              "uvicorn", "alembic", "altair", "vl_convert", "sqlalchemy.orm")
 #: what the service path no longer imports (a hand-read argv instead of argparse and gettext; named time zones,
-#: importlib.resources and zipfile only where used): #16 target 2
-NOT_ON_THE_SERVICE_PATH = ("argparse", "gettext", "zoneinfo", "zipfile", "importlib.resources")
+#: importlib.resources and zipfile only where used; the XML parser only where nvidia-smi wrote its XML, the job
+#: output readers only on the controller): #16 target 2
+NOT_ON_THE_SERVICE_PATH = ("argparse", "gettext", "zoneinfo", "zipfile", "importlib.resources", "xml.etree",
+                           "attribution.collect.joboutput", "attribution.collect.joblog")
 PROBE = """
 import json, sys
 from attribution.node.agent import main

@@ -7,7 +7,6 @@ from typing import Callable, Iterator, Mapping
 
 from attribution.safefile import shown_name
 from attribution.model import Coverage, ExecutionContext, Observation
-from attribution.collect.joboutput import stream_job_output
 from attribution.collect.nodelogs import NodeLogSpec, stream_node_log
 from attribution.collect.scan import Prefilter
 
@@ -42,6 +41,8 @@ def stream_bundle(bundle: Path, ctx: ExecutionContext, prefilter_for: Callable[[
         for extra in _other_logs(ndir):
             spec = NodeLogSpec("node", node, f"nodes/{node}/{shown_name(extra.name)}")
             yield from stream_node_log(extra, spec, ctx, prefilter_for("node"), coverage.append)
+    from attribution.collect.joboutput import stream_job_output  # not on a node (bundle_place needs the names)
+
     job_dir = bundle / "job"
     files = sorted(p for p in job_dir.iterdir() if p.is_file()) if job_dir.is_dir() else []
     if not files:

@@ -20,6 +20,8 @@ _FM_NOTIME = LazyPattern(r"^\[(?P<level>[A-Z]+)\] \[tid \d+\] (?P<msg>.*)$")
 
 @dataclass(frozen=True, slots=True)
 class FMLine:
+    """One Fabric Manager log line with its timestamp and level taken apart."""
+
     text: str
     time: datetime | None
     level: str | None = None

@@ -54,6 +54,8 @@ TRACEBACK_EXCEPTION = "traceback_exception"
 
 @dataclass(frozen=True, slots=True)
 class JobLine:
+    """One job output line with its prefixes (time, host, rank, srun label, pod) taken apart."""
+
     text: str
     time: datetime | None
     host: str | None = None

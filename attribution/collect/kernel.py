@@ -72,6 +72,8 @@ FORMATS = ("kmsg", "dmesg", "dmesg-T", "dmesg-H", "dmesg-iso", "syslog", "rfc333
 
 @dataclass(frozen=True, slots=True)
 class KernelLine:
+    """One kernel log line with its prefix (dmesg, syslog, journald, kmsg) taken apart."""
+
     text: str  # the message after the prefix
     time: datetime | None
     host: str | None = None

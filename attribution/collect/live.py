@@ -24,6 +24,8 @@ UTC = timezone.utc
 
 @dataclass(frozen=True)
 class LiveSources:
+    """Where a live node's logs are read from, and the bounds of reading them."""
+
     kernel: str = "auto"  # auto | journald | dmesg | file
     kernel_file: str | None = None
     fabricmanager_log: str | None = "/var/log/fabricmanager.log"

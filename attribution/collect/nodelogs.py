@@ -33,6 +33,8 @@ def not_the_kernel(spec_source: str, head) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class NodeLogSpec:
+    """Which node log is read, whose it is, and the location its events name."""
+
     source: str  # kernel | fabricmanager | node
     node: str
     location: str  # path shown in locations, relative to the bundle (or the absolute path on a node)
@@ -101,6 +103,8 @@ def iter_node_log(fp: BinaryIO, spec: NodeLogSpec, ctx: ExecutionContext, prefil
 
 @dataclass(frozen=True, slots=True)
 class _Record:
+    """A flagged record being read: its first line, parsed, and the record's text so far."""
+
     head_start: int
     line: str  # the record's first line, as in the file
     head: object  # the parsed first line (KernelLine or FMLine)

@@ -20,6 +20,8 @@ class Prefilter(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Hit:
+    """A line of a block that the prefilter flagged: its number and bounds within the block."""
+
     lineno: int
     start: int
     end: int

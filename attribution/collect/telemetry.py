@@ -13,13 +13,15 @@ driver prints as N/A is absent, never 0.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from attribution.model import normalize_gpu
 from attribution.samples import Snapshot
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 NVIDIA_SMI_XML = "nvidia-smi.xml"
 #: written by the hooks only when nvidia-smi failed: its exit status, and what it printed on stderr
@@ -157,6 +159,8 @@ def parse_nvidia_smi_xml(text: str | bytes, where: str = "nvidia-smi.xml"):
     """(counters by GPU, facts by GPU) of one `nvidia-smi -q -x` document. Raises TelemetryError."""
     if isinstance(text, str):
         text = text.encode("utf-8", "replace")
+    import xml.etree.ElementTree as ET  # only where nvidia-smi wrote its XML (~8 ms of a hook's imports otherwise)
+
     # the DOCTYPE names a DTD nvidia-smi does not ship; expat ignores external DTDs and entity expansion is bounded
     try:
         root = ET.fromstring(text)

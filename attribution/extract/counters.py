@@ -35,6 +35,8 @@ TELEMETRY_SOURCE = "telemetry"
 
 @dataclass(frozen=True, slots=True)
 class CounterRule:
+    """A counter rule: which device's counters, the trigger, the event kind it makes."""
+
     id: str
     device: str
     counters: tuple[str, ...]
@@ -51,6 +53,8 @@ class CounterRule:
 
 @dataclass(frozen=True, slots=True)
 class CounterChange:
+    """One watched counter's values at the prolog and the epilog, and its increase."""
+
     counter: str
     before: float | None
     after: float

@@ -41,6 +41,8 @@ class ServiceRejected(ServiceError):
 
 @dataclass
 class ServiceClient:
+    """A node's client of `attribution serve`: its address, token and retry bounds."""
+
     base_url: str
     token: str
     timeout: float = 10.0

@@ -108,6 +108,8 @@ def pending(spool_dir: Path) -> list[Path]:
 
 @dataclass
 class FlushResult:
+    """What one spool flush replayed, left, and set aside as unreadable."""
+
     replayed: int = 0
     left: int = 0
     bad: list[str] = field(default_factory=list)

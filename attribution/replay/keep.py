@@ -45,6 +45,8 @@ PREFILTER, ERRORLIKE = "p", "e"
 
 @dataclass(frozen=True)
 class Limits:
+    """The per-job bounds of the kept evidence."""
+
     lines: int = MAX_LINES
     bytes: int = MAX_BYTES
     line_chars: int = MAX_LINE_CHARS

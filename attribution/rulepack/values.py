@@ -13,6 +13,8 @@ SPECIAL_GROUPS = frozenset({"gpu", "code", "rank", "host", "ts", "node", "task"}
 
 @dataclass(frozen=True, slots=True)
 class KindSpec:
+    """An event kind of the pack's vocabulary: its role, summary and the hint it may carry."""
+
     name: str
     role: str
     summary: str
@@ -24,6 +26,8 @@ class KindSpec:
 
 @dataclass(frozen=True, slots=True)
 class Variant:
+    """A rule's alternative kind (and action, outcome) when its captured fields match."""
+
     when: tuple[tuple[str, Any], ...]
     kind: str
     action: str | None = None
@@ -39,6 +43,8 @@ class Variant:
 
 @dataclass(frozen=True, slots=True)
 class CatalogEntry:
+    """One code of a catalog (an Xid, an SXid): the kind, action and outcome it means."""
+
     code: int
     kind: str
     action: str | None = None
@@ -51,6 +57,8 @@ class CatalogEntry:
 
 @dataclass(frozen=True, slots=True)
 class Catalog:
+    """A code catalog (Xid, SXid) with the entry for codes it does not list."""
+
     name: str
     entries: Mapping[int, CatalogEntry]
     default: CatalogEntry | None
@@ -64,6 +72,8 @@ class Catalog:
 
 @dataclass(frozen=True, slots=True)
 class Example:
+    """A real line a rule must match (with what it must give) or must not match."""
+
     line: str
     source: str
     expect: Mapping[str, Any]
@@ -72,6 +82,8 @@ class Example:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
+    """One extraction rule: where it applies, its pattern, the event it makes, its examples."""
+
     id: str
     source: str
     sources: tuple[str, ...]
@@ -97,6 +109,8 @@ class Rule:
 
 @dataclass(frozen=True, slots=True)
 class Selector:
+    """Which events one side of a causal edge covers (kinds, outcomes, roles, fields)."""
+
     kinds: frozenset[str] = frozenset()
     outcomes: frozenset[str] = frozenset()
     roles: frozenset[str] = frozenset()
@@ -116,6 +130,8 @@ class Selector:
 
 @dataclass(frozen=True, slots=True)
 class Edge:
+    """A causal graph edge: events its causes side selects explain those its explains side selects."""
+
     id: str
     causes: Selector
     explains: Selector
@@ -126,6 +142,8 @@ class Edge:
 
 @dataclass(frozen=True, slots=True)
 class CausalGraph:
+    """The pack's causal graph: its edges, and how far around a job and across clocks its evidence may lie."""
+
     edges: tuple[Edge, ...]
     before_start_seconds: int = 300
     after_end_seconds: int = 300
@@ -138,6 +156,8 @@ class CausalGraph:
 
 @dataclass(frozen=True, slots=True)
 class StateDecision:
+    """What a Slurm job state alone says when no event explains the failure."""
+
     outcome: str
     action: str
     confidence: str
@@ -147,6 +167,8 @@ class StateDecision:
 
 @dataclass(frozen=True, slots=True)
 class JobStates:
+    """The pack's decisions per Slurm job state."""
+
     states: Mapping[str, StateDecision]
     failed: StateDecision
 
@@ -210,6 +232,8 @@ class DrainPolicy:
 
 @dataclass(frozen=True)
 class RuleSet:
+    """A loaded rule pack: kinds, rules, catalogs, the causal graph, job states, metric rules, drain policy."""
+
     root: str
     version: str
     kinds: Mapping[str, KindSpec]

@@ -39,6 +39,8 @@ def _epoch(v: str | None) -> datetime | None:
 
 @dataclass(frozen=True)
 class EpilogEnv:
+    """What Slurm's environment tells a prolog or epilog about its job."""
+
     context: str  # epilog_slurmd | epilog_slurmctld | prolog_slurmd | ...
     job_id: str
     cluster: str | None
@@ -96,6 +98,8 @@ def parse_env(env: Mapping[str, str]) -> EpilogEnv:
 
 @dataclass(frozen=True)
 class Window:
+    """The time window of a job's evidence on a node, and how it was found."""
+
     start: datetime
     end: datetime
     how: str  # slurm | prolog | lookback
