@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from attribution.frozen import Value
 
 
-@dataclass(frozen=True)
-class Problem:
+
+class Problem(Value):
     """One problem found in an input (a rule pack, a configuration file): where, and what. Text only at the edge."""
 
     path: str

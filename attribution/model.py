@@ -1,6 +1,6 @@
 """The values that flow through the pipeline: execution context, observation, event, coverage, verdict.
 
-Everything here is a frozen dataclass and depends on nothing else of ours. Times are timezone-aware UTC
+Everything here is a frozen value class (attribution.frozen) and depends on nothing else of ours. Times are timezone-aware UTC
 datetimes, or None when the source line carried no usable timestamp.
 """
 
@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import MappingProxyType
 from typing import Mapping
+
+from attribution.frozen import Value, field
 
 UTC = timezone.utc
 
@@ -55,8 +56,7 @@ def _frozen_map(m: Mapping | None) -> Mapping:
 _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 
 
-@dataclass(frozen=True, slots=True)
-class ExecutionContext:
+class ExecutionContext(Value):
     """Who ran what, where and when: the scope of one job."""
 
     cluster: str
@@ -112,8 +112,7 @@ class ExecutionContext:
         return by_lower.get(h.split(".", 1)[0])
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
+class Observation(Value):
     """One log record (a line, or a multi-line record joined) with its prefix taken apart."""
 
     source: str
@@ -127,9 +126,24 @@ class Observation:
     label: int | None = None
     flags: frozenset[str] = frozenset()
 
+    def __init__(self, source: str, node: str | None, location: str, text: str, line: str,
+                 time: datetime | None = None, host: str | None = None, rank: int | None = None,
+                 label: int | None = None, flags: frozenset[str] = frozenset()) -> None:
+        # one per flagged line: written out (attribution.frozen; tests/test_frozen.py checks it against the fields)
+        put = object.__setattr__
+        put(self, "source", source)
+        put(self, "node", node)
+        put(self, "location", location)
+        put(self, "text", text)
+        put(self, "line", line)
+        put(self, "time", time)
+        put(self, "host", host)
+        put(self, "rank", rank)
+        put(self, "label", label)
+        put(self, "flags", flags)
 
-@dataclass(frozen=True, slots=True)
-class Event:
+
+class Event(Value):
     """A normalized fault event produced by a rule from one observation."""
 
     kind: str
@@ -149,8 +163,28 @@ class Event:
     severity: str = "info"
     fields: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "fields", _frozen_map(self.fields))
+    def __init__(self, kind: str, role: str, rule: str, source: str, location: str, line: str, message: str,
+                 node: str | None = None, gpu: str | None = None, code: int | None = None, rank: int | None = None,
+                 time: datetime | None = None, outcome: str | None = None, action: str | None = None,
+                 severity: str = "info", fields: Mapping[str, str] | None = None) -> None:
+        # one per matched line: written out (attribution.frozen; tests/test_frozen.py checks it against the fields)
+        put = object.__setattr__
+        put(self, "kind", kind)
+        put(self, "role", role)
+        put(self, "rule", rule)
+        put(self, "source", source)
+        put(self, "location", location)
+        put(self, "line", line)
+        put(self, "message", message)
+        put(self, "node", node)
+        put(self, "gpu", gpu)
+        put(self, "code", code)
+        put(self, "rank", rank)
+        put(self, "time", time)
+        put(self, "outcome", outcome)
+        put(self, "action", action)
+        put(self, "severity", severity)
+        put(self, "fields", _frozen_map(fields))
 
     @property
     def evidence(self) -> str:
@@ -165,8 +199,7 @@ class Event:
                 -1 if self.code is None else self.code, self.line, self.message)
 
 
-@dataclass(frozen=True, slots=True)
-class Coverage:
+class Coverage(Value):
     """What one collector saw of one source on one node (or of one job file)."""
 
     source: str
@@ -188,16 +221,14 @@ class Coverage:
         return d
 
 
-@dataclass(frozen=True, slots=True)
-class Symptom:
+class Symptom(Value):
     """An event correlation did not take for a cause, and what explains it."""
 
     event: Event
     explained_by: str | None  # "root_cause", an explaining event's reference, or None
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(Value):
     """What broke one job: the outcome, the root cause and culprits, the symptoms, what was seen."""
 
     context: ExecutionContext

@@ -5,9 +5,9 @@ The CLI, the hooks and the API are thin entry points over these functions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from attribution.frozen import Value
 from attribution.collect.bundle import collect_bundle
 from attribution.collect.telemetry import collect_bundle_telemetry
 from attribution.correlate.rootcause import correlate
@@ -18,8 +18,7 @@ from attribution.rulepack.values import RuleSet
 from attribution.scope.bundle import check_storable, load_context, scheduler_observations
 
 
-@dataclass(frozen=True)
-class Diagnosis:
+class Diagnosis(Value):
     """One job's context, events, coverage and verdict."""
 
     context: ExecutionContext

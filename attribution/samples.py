@@ -4,13 +4,13 @@ counter rules read). Depends on nothing else of ours."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
+from attribution.frozen import Value, field
 
-@dataclass(frozen=True, slots=True)
-class MetricSeries:
+
+class MetricSeries(Value):
     """One time series over the job window: its metric name, its labels and its samples in time order."""
 
     name: str
@@ -29,8 +29,7 @@ class MetricSeries:
         return f"{self.name}{{{inner}}}"
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(Value):
     """One phase's counters on one node. Keys: a GPU by its PCI id (`0000:3b:00`), a port as `mlx5_0/1`, a PCI
     device by its full bdf (`0000:3a:00.0`). `parents` maps a bdf to its upstream bridges (nearest first)."""
 

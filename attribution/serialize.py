@@ -9,9 +9,9 @@ makes it, docs/replay.md), bounded per reporter by the EVIDENCE_ limits below, c
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, Collection, Mapping
 
+from attribution.frozen import Value
 from attribution.errors import InputError, TimeError
 from attribution.model import Coverage, Event, ExecutionContext
 from attribution.scope.bundle import context_from_mapping
@@ -64,8 +64,7 @@ def coverage_from_json(d: dict) -> Coverage:
                     reason=d.get("reason"), file=d.get("file"), notes=tuple(d.get("notes") or ()))
 
 
-@dataclass(frozen=True)
-class Report:
+class Report(Value):
     """One job's events and coverage from one reporter (a node epilog, the controller, a connector)."""
 
     context: ExecutionContext

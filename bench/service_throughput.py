@@ -26,7 +26,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -61,6 +60,7 @@ def template_batch(ruleset, n_events: int) -> tuple[object, list, list]:
 
 def batches(template, client: int, nodes_per_job: int):
     """Endless node batches for one client: job after job, node after node, each one new to the store."""
+    from attribution.frozen import replace
     from attribution.node.epilog import payload
 
     ctx, events, coverage = template

@@ -5,9 +5,9 @@ database refuses, and knows nothing of HTTP.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Mapping
 
+from attribution import frozen
 from attribution.errors import InputError
 from attribution.rulepack.values import RuleSet
 from attribution.serialize import Report, context_from_document, report_from_json
@@ -28,7 +28,7 @@ def parse_report(doc: Mapping[str, Any], origin: str = "payload", max_events: in
         telemetry = telemetry_from_json(doc["telemetry"])
     except ValueError as exc:
         raise InputError(f"{origin}: telemetry", str(exc)) from None
-    return replace(report, telemetry=telemetry)
+    return frozen.replace(report, telemetry=telemetry)
 
 
 parse_context = context_from_document

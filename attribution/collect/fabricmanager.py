@@ -6,9 +6,9 @@ carry a syslog prefix (`nv-fabricmanager[1120]: ...`), which the kernel parser a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
+from attribution.frozen import Value
 from attribution.timeparse import MONTHS, UTC, YearGuesser, as_utc
 from attribution.collect.kernel import KernelLineParser, LazyPattern
 
@@ -18,8 +18,7 @@ _FM = LazyPattern(
 _FM_NOTIME = LazyPattern(r"^\[(?P<level>[A-Z]+)\] \[tid \d+\] (?P<msg>.*)$")
 
 
-@dataclass(frozen=True, slots=True)
-class FMLine:
+class FMLine(Value):
     """One Fabric Manager log line with its timestamp and level taken apart."""
 
     text: str

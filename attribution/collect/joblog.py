@@ -11,9 +11,9 @@ Python tracebacks are followed per output stream so that the exception line afte
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
+from attribution.frozen import Value
 from attribution.timeparse import UTC, TimeError, YearGuesser, as_utc, parse_iso
 
 _KUBECTL_PREFIX = re.compile(r"^\[pod/(?P<pod>[^/\]\s]+)/(?P<container>[^\]\s]+)\] ")
@@ -52,8 +52,7 @@ TRACEBACK_PREFILTER = rb"Traceback \(most recent call last\)"
 TRACEBACK_EXCEPTION = "traceback_exception"
 
 
-@dataclass(frozen=True, slots=True)
-class JobLine:
+class JobLine(Value):
     """One job output line with its prefixes (time, host, rank, srun label, pod) taken apart."""
 
     text: str
@@ -63,6 +62,18 @@ class JobLine:
     label: int | None = None
     pod: str | None = None
     traceback_header: bool = False
+
+    def __init__(self, text: str, time: datetime | None, host: str | None = None, rank: int | None = None,
+                 label: int | None = None, pod: str | None = None, traceback_header: bool = False) -> None:
+        # one per flagged line: written out (attribution.frozen; tests/test_frozen.py checks it against the fields)
+        put = object.__setattr__
+        put(self, "text", text)
+        put(self, "time", time)
+        put(self, "host", host)
+        put(self, "rank", rank)
+        put(self, "label", label)
+        put(self, "pod", pod)
+        put(self, "traceback_header", traceback_header)
 
 
 class JobLineParser:

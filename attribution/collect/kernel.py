@@ -8,9 +8,9 @@ rsyslog RFC 3339, /dev/kmsg records, Talos, or a bare `kernel:`. `KernelLinePars
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 
+from attribution.frozen import Value
 from attribution.timeparse import MONTHS, UTC, TimeError, YearGuesser, as_utc, parse_iso
 
 class LazyPattern:
@@ -70,8 +70,7 @@ FORMATS = ("kmsg", "dmesg", "dmesg-T", "dmesg-H", "dmesg-iso", "syslog", "rfc333
            "talos", "bare")
 
 
-@dataclass(frozen=True, slots=True)
-class KernelLine:
+class KernelLine(Value):
     """One kernel log line with its prefix (dmesg, syslog, journald, kmsg) taken apart."""
 
     text: str  # the message after the prefix
@@ -82,6 +81,20 @@ class KernelLine:
     continuation: bool = False  # an indented dmesg continuation, or a /dev/kmsg 'c' record
     boot_marker: bool = False
     uptime: float | None = None  # seconds since boot, for raw dmesg / kmsg
+
+    def __init__(self, text: str, time: datetime | None, host: str | None = None, tag: str | None = None,
+                 fmt: str | None = None, continuation: bool = False, boot_marker: bool = False,
+                 uptime: float | None = None) -> None:
+        # one per flagged line: written out (attribution.frozen; tests/test_frozen.py checks it against the fields)
+        put = object.__setattr__
+        put(self, "text", text)
+        put(self, "time", time)
+        put(self, "host", host)
+        put(self, "tag", tag)
+        put(self, "fmt", fmt)
+        put(self, "continuation", continuation)
+        put(self, "boot_marker", boot_marker)
+        put(self, "uptime", uptime)
 
 
 class KernelLineParser:

@@ -10,10 +10,10 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from attribution.frozen import Value
 from attribution.model import Coverage, ExecutionContext, Observation
 from attribution.collect.nodelogs import NodeLogSpec, parse_node_log
 from attribution.collect.scan import Prefilter
@@ -22,8 +22,7 @@ from attribution.collect.textio import Tapped, open_regular
 UTC = timezone.utc
 
 
-@dataclass(frozen=True)
-class LiveSources:
+class LiveSources(Value):
     """Where a live node's logs are read from, and the bounds of reading them."""
 
     kernel: str = "auto"  # auto | journald | dmesg | file

@@ -15,11 +15,12 @@ from __future__ import annotations
 import io
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from string import Template
 from typing import Callable, Iterable
 
+from attribution import frozen
 from attribution.config import LokiSettings
 from attribution.errors import SourceError
 from attribution.model import Coverage, ExecutionContext, Observation
@@ -234,7 +235,7 @@ def stream_observations(labels: tuple[tuple[str, str], ...], entries: list[tuple
         lineno = int(o.location.rsplit(":", 1)[1])
         ts = stamps[lineno - 1] if 0 < lineno <= len(stamps) else None
         if ts is not None and o.time is None:
-            o = replace(o, time=_from_ns(ts))
+            o = frozen.replace(o, time=_from_ns(ts))
         out.append(o)
     return out
 

@@ -7,11 +7,11 @@ file and turns I/O failures into a coverage record; a collector never raises for
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
+from attribution.frozen import Value
 from attribution.model import Coverage, ExecutionContext, Observation
 from attribution.timeparse import UTC, YearGuesser, resolve_zone
 from attribution.collect.fabricmanager import FabricManagerLineParser
@@ -31,8 +31,7 @@ def not_the_kernel(spec_source: str, head) -> bool:
             and getattr(head, "tag", None) != "kernel")
 
 
-@dataclass(frozen=True, slots=True)
-class NodeLogSpec:
+class NodeLogSpec(Value):
     """Which node log is read, whose it is, and the location its events name."""
 
     source: str  # kernel | fabricmanager | node
@@ -101,8 +100,7 @@ def iter_node_log(fp: BinaryIO, spec: NodeLogSpec, ctx: ExecutionContext, prefil
         stats.notes.append(f"timestamps go backwards {backwards} time(s)")
 
 
-@dataclass(frozen=True, slots=True)
-class _Record:
+class _Record(Value):
     """A flagged record being read: its first line, parsed, and the record's text so far."""
 
     head_start: int

@@ -7,9 +7,9 @@ keeps a 1 GB job log at the speed of one linear-time regex pass.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import BinaryIO, Iterator, Protocol
 
+from attribution.frozen import Value
 from attribution.collect.textio import BLOCK_SIZE, ReadStats, line_bounds, read_blocks
 
 
@@ -18,8 +18,7 @@ class Prefilter(Protocol):
         """Sorted start offsets of possible matches in `block[:end]`."""
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
+class Hit(Value):
     """A line of a block that the prefilter flagged: its number and bounds within the block."""
 
     lineno: int

@@ -7,9 +7,9 @@ Only the lines someone asked about are ever decoded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
+from attribution.frozen import Value, field
 from attribution.safefile import open_regular  # noqa: F401  (the readers open files through it)
 
 
@@ -19,8 +19,7 @@ MAX_LINE = 1 << 20
 MAX_RECORD_CHARS = 64 << 10
 
 
-@dataclass
-class ReadStats:
+class ReadStats(Value, frozen=False):
     """What reading a file noticed, for the coverage record."""
 
     bytes: int = 0

@@ -19,10 +19,10 @@ Counters are written by the system (the driver, the kernel), never by the job: t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
+from attribution.frozen import Value
 from attribution.samples import Snapshot
 from attribution.extract.events import normalize_gpu
 from attribution.model import Event, ExecutionContext
@@ -33,8 +33,7 @@ SOURCE_OF = {"gpu": "nvidia-smi", "ib_port": "infiniband", "pci": "pci"}
 TELEMETRY_SOURCE = "telemetry"
 
 
-@dataclass(frozen=True, slots=True)
-class CounterRule:
+class CounterRule(Value):
     """A counter rule: which device's counters, the trigger, the event kind it makes."""
 
     id: str
@@ -51,8 +50,7 @@ class CounterRule:
     path: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class CounterChange:
+class CounterChange(Value):
     """One watched counter's values at the prolog and the epilog, and its increase."""
 
     counter: str

@@ -9,10 +9,10 @@ then the file name, then the only node of a one-node job.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime
 from typing import Iterable, Mapping
 
+from attribution import frozen
 from attribution.model import Event, ExecutionContext, Observation, normalize_gpu
 from attribution.rulepack.values import SPECIAL_GROUPS, Rule, RuleSet
 from attribution.timeparse import TimeError, parse_iso, resolve_zone
@@ -159,7 +159,7 @@ def untrusted_time_dropped(ev: Event, lo: datetime | None, hi: datetime | None) 
     if ev.time is None or ev.evidence == "system":
         return ev
     if (lo is not None and ev.time < lo) or (hi is not None and ev.time > hi):
-        return replace(ev, time=None)
+        return frozen.replace(ev, time=None)
     return ev
 
 

@@ -16,11 +16,12 @@ Xid 79 becomes the same `gpu_fallen_off_bus` as a kernel `NVRM: Xid ... 79` line
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
+from attribution import frozen
 from attribution.errors import Problem
 from attribution.extract.events import normalize_gpu
 from attribution.samples import MetricSeries
@@ -47,7 +48,7 @@ def metric_rules(ruleset: RuleSet, label_overrides: Mapping[str, str] | None = N
     """The metric rules of a loaded pack, with label names from the pack, the rule, then the configuration."""
     if not label_overrides:
         return ruleset.metric_rules
-    return tuple(replace(r, labels=MappingProxyType({**r.labels, **dict(label_overrides)}))
+    return tuple(frozen.replace(r, labels=MappingProxyType({**r.labels, **dict(label_overrides)}))
                  for r in ruleset.metric_rules)
 
 

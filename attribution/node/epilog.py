@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
+from attribution.frozen import Value, replace
 from attribution.node import spool
 from attribution.collect.live import LiveSources, boot_time, collect_node
 from attribution.errors import InputError, StoreError
@@ -34,8 +34,7 @@ if TYPE_CHECKING:
 UTC = timezone.utc
 
 
-@dataclass
-class HookReport:
+class HookReport(Value, frozen=False):
     """What one hook run did, for its log line."""
 
     role: str

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from attribution.frozen import Value
 from attribution.errors import AttributionError, ConfigError
 from attribution.node.httppost import Answer, TransportError, post
 from attribution.secrets import read_secret
@@ -39,8 +39,7 @@ class ServiceRejected(ServiceError):
         super().__init__(f"HTTP {status}: {message}")
 
 
-@dataclass
-class ServiceClient:
+class ServiceClient(Value, frozen=False):
     """A node's client of `attribution serve`: its address, token and retry bounds."""
 
     base_url: str

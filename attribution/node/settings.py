@@ -16,10 +16,11 @@ import hashlib
 import json
 import os
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+from attribution.frozen import Value, replace, field
 
 __all__ = ["NodeSettings", "cache_dir", "node_settings"]
 
@@ -31,8 +32,7 @@ _SYSTEM_CONFIG = "/etc/attribution/config.yaml"
 _FORMAT = "4"  # 3: database idle_in_transaction_timeout_ms and tcp_timeout_seconds, epilog job_output_bytes; 4: node_log_bytes
 
 
-@dataclass(frozen=True)
-class NodeSettings:
+class NodeSettings(Value):
     """What node/epilog.py reads of attribution.config.Settings, under the same names."""
 
     home: Path
@@ -55,7 +55,7 @@ class NodeSettings:
         return self._with("database", changes)
 
     def _with(self, section: str, changes: dict) -> NodeSettings:
-        return NodeSettings(**{**self.__dict__, section: SimpleNamespace(**{**vars(getattr(self, section)),
+        return replace(self, **{section: SimpleNamespace(**{**vars(getattr(self, section)),
                                                                             **changes})})
 
     def to_json(self) -> dict:

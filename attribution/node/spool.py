@@ -14,9 +14,10 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+
+from attribution.frozen import Value, field
 
 MAGIC = b"attribution-spool/1"
 SUFFIX = ".spool"
@@ -106,8 +107,7 @@ def pending(spool_dir: Path) -> list[Path]:
     return sorted(p for p in spool_dir.iterdir() if p.name.endswith(SUFFIX) and not p.name.startswith("."))
 
 
-@dataclass
-class FlushResult:
+class FlushResult(Value, frozen=False):
     """What one spool flush replayed, left, and set aside as unreadable."""
 
     replayed: int = 0

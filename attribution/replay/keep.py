@@ -20,10 +20,10 @@ events re-derived from it carry the original locations again.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
+from attribution.frozen import Value
 from attribution.model import ExecutionContext
 from attribution.rulepack.prefilter import Prefilter
 from attribution.serialize import EVIDENCE_MAX_BYTES, EVIDENCE_MAX_LINE_CHARS, EVIDENCE_MAX_LINES, line_cost
@@ -43,8 +43,7 @@ READ_CHUNK = 8 << 20
 PREFILTER, ERRORLIKE = "p", "e"
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(Value):
     """The per-job bounds of the kept evidence."""
 
     lines: int = MAX_LINES

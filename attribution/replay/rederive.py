@@ -66,7 +66,7 @@ def kept_origins(doc: dict) -> dict[str, str]:
 def _at_origin(e: Event, origins: dict[str, str]) -> Event:
     """The event re-derived from a scratch file, at the location the reporter read it at (so its fingerprint,
     for a job's output, and its link are the stored event's)."""
-    from dataclasses import replace
+    from attribution.frozen import replace
 
     head, sep, tail = e.location.rpartition(":")
     if sep and tail.isdigit() and head in origins:

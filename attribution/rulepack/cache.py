@@ -24,7 +24,6 @@ import os
 import pickle
 import stat
 import sys
-from dataclasses import fields
 from pathlib import Path
 from types import MappingProxyType
 
@@ -141,9 +140,9 @@ def _read(path: Path, root: Path):
 
 
 def _with(rs, **changes):
-    import dataclasses
+    from attribution.frozen import replace
 
-    return dataclasses.replace(rs, **changes)
+    return replace(rs, **changes)
 
 
 # -- writing ---------------------------------------------------------------------------------------------
@@ -181,6 +180,7 @@ class _Pickler(pickle.Pickler):
     def reducer_override(self, obj):
         import re2
 
+        from attribution.frozen import fields
         from attribution.rulepack.prefilter import Prefilter
         from attribution.rulepack.values import RuleSet
 
@@ -193,7 +193,7 @@ class _Pickler(pickle.Pickler):
         if isinstance(obj, Prefilter):
             return _prefilter, (obj.patterns, obj.pattern, _hs_bytes(obj), dict(obj._extended))  # noqa: SLF001
         if type(obj) is RuleSet:
-            state = {f.name: getattr(obj, f.name) for f in fields(obj) if f.name != "_sets"}
+            state = {f: getattr(obj, f) for f in fields(obj) if f != "_sets"}
             sets = {source: tuple(r.pattern for r in rules) for source, rules in obj._by_source.items()}
             return _ruleset, (state, sets)
         return NotImplemented

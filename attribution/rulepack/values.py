@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Mapping
 
+from attribution.frozen import Value, field
 from attribution.rulepack.prefilter import Prefilter
 
 #: Capture group names with a meaning for the engine; rules may capture others, they become event fields.
 SPECIAL_GROUPS = frozenset({"gpu", "code", "rank", "host", "ts", "node", "task"})
 
-@dataclass(frozen=True, slots=True)
-class KindSpec:
+class KindSpec(Value):
     """An event kind of the pack's vocabulary: its role, summary and the hint it may carry."""
 
     name: str
@@ -24,8 +23,7 @@ class KindSpec:
     hint: Mapping[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Variant:
+class Variant(Value):
     """A rule's alternative kind (and action, outcome) when its captured fields match."""
 
     when: tuple[tuple[str, Any], ...]
@@ -41,8 +39,7 @@ class Variant:
         return True
 
 
-@dataclass(frozen=True, slots=True)
-class CatalogEntry:
+class CatalogEntry(Value):
     """One code of a catalog (an Xid, an SXid): the kind, action and outcome it means."""
 
     code: int
@@ -55,8 +52,7 @@ class CatalogEntry:
     fields: tuple[tuple[str, Any], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Catalog:
+class Catalog(Value):
     """A code catalog (Xid, SXid) with the entry for codes it does not list."""
 
     name: str
@@ -70,8 +66,7 @@ class Catalog:
         return self.default
 
 
-@dataclass(frozen=True, slots=True)
-class Example:
+class Example(Value):
     """A real line a rule must match (with what it must give) or must not match."""
 
     line: str
@@ -80,8 +75,7 @@ class Example:
     ref: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(Value):
     """One extraction rule: where it applies, its pattern, the event it makes, its examples."""
 
     id: str
@@ -107,8 +101,7 @@ class Rule:
     line: int
 
 
-@dataclass(frozen=True, slots=True)
-class Selector:
+class Selector(Value):
     """Which events one side of a causal edge covers (kinds, outcomes, roles, fields)."""
 
     kinds: frozenset[str] = frozenset()
@@ -128,8 +121,7 @@ class Selector:
         return True
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
+class Edge(Value):
     """A causal graph edge: events its causes side selects explain those its explains side selects."""
 
     id: str
@@ -140,8 +132,7 @@ class Edge:
     link_fields: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class CausalGraph:
+class CausalGraph(Value):
     """The pack's causal graph: its edges, and how far around a job and across clocks its evidence may lie."""
 
     edges: tuple[Edge, ...]
@@ -154,8 +145,7 @@ class CausalGraph:
         return timedelta(seconds=self.before_start_seconds), timedelta(seconds=self.after_end_seconds)
 
 
-@dataclass(frozen=True, slots=True)
-class StateDecision:
+class StateDecision(Value):
     """What a Slurm job state alone says when no event explains the failure."""
 
     outcome: str
@@ -165,8 +155,7 @@ class StateDecision:
     final: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class JobStates:
+class JobStates(Value):
     """The pack's decisions per Slurm job state."""
 
     states: Mapping[str, StateDecision]
@@ -175,8 +164,7 @@ class JobStates:
     def decide(self, state: str) -> StateDecision:
         return self.states.get(state, self.failed)
 
-@dataclass(frozen=True, slots=True)
-class MetricRule:
+class MetricRule(Value):
     """Which change of a metric series is a fault event (rules/metrics.yaml; evaluated by extract.metrics)."""
 
     id: str
@@ -197,8 +185,7 @@ class MetricRule:
         return self.labels.get(role)
 
 
-@dataclass(frozen=True)
-class Condition:
+class Condition(Value):
     """One condition of the drain policy: how many faults of which kinds within how many days."""
 
     id: str
@@ -212,8 +199,7 @@ class Condition:
     culprit_distinct: str | None = None
 
 
-@dataclass(frozen=True)
-class DrainPolicy:
+class DrainPolicy(Value):
     """The drain policy (rules/drain-policy.yaml): its conditions and its safety caps."""
 
     version: str
@@ -230,8 +216,7 @@ class DrainPolicy:
                 "max_drains_per_hour": self.max_drains_per_hour}
 
 
-@dataclass(frozen=True)
-class RuleSet:
+class RuleSet(Value):
     """A loaded rule pack: kinds, rules, catalogs, the causal graph, job states, metric rules, drain policy."""
 
     root: str
@@ -244,12 +229,12 @@ class RuleSet:
     metric_rules: tuple[MetricRule, ...] = ()
     drain_policy: DrainPolicy | None = None
     documents: Mapping[str, tuple[tuple[str, Any], ...]] = field(default_factory=dict)
-    _by_source: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False)
-    _sets: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    _prefilters: Mapping[str, Prefilter] = field(default_factory=dict, repr=False)
+    _by_source: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict)
+    _sets: Mapping[str, Any] = field(default_factory=dict)
+    _prefilters: Mapping[str, Prefilter] = field(default_factory=dict)
     #: The error-looking lines' filter (replay/error-lines.txt: what is kept for replay besides the prefilter
     #: hits), built with the pack so that the node agent's cache holds it compiled. None: build it on use.
-    errorlike: Prefilter | None = field(default=None, repr=False)
+    errorlike: Prefilter | None = None
 
     def rules_for(self, source: str) -> tuple[Rule, ...]:
         return self._by_source.get(source, ())

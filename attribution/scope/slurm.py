@@ -9,11 +9,11 @@ unexpanded SLURM_JOB_STDOUT pattern. Cancelled and timed-out jobs show exit 0:0 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Mapping
 
+from attribution.frozen import Value
 from attribution.model import ExecutionContext
 from attribution.scope.bundle import expand_nodes, normalize_state, scheduler_job_name
 
@@ -37,8 +37,7 @@ def _epoch(v: str | None) -> datetime | None:
     return datetime.fromtimestamp(n, tz=UTC) if n > 0 else None
 
 
-@dataclass(frozen=True)
-class EpilogEnv:
+class EpilogEnv(Value):
     """What Slurm's environment tells a prolog or epilog about its job."""
 
     context: str  # epilog_slurmd | epilog_slurmctld | prolog_slurmd | ...
@@ -96,8 +95,7 @@ def parse_env(env: Mapping[str, str]) -> EpilogEnv:
         restart_count=int(env["SLURM_JOB_RESTART_COUNT"]) if env.get("SLURM_JOB_RESTART_COUNT", "").isdigit() else 0)
 
 
-@dataclass(frozen=True)
-class Window:
+class Window(Value):
     """The time window of a job's evidence on a node, and how it was found."""
 
     start: datetime

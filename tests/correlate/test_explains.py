@@ -39,7 +39,7 @@ def _placed(ruleset, spec):
     for kind, node, seconds, gpu, code, fields, i in spec:
         e = ev(ruleset, kind, node or "a", seconds, gpu=gpu, code=code, **fields)
         if node is None:
-            from dataclasses import replace
+            from attribution.frozen import replace
 
             e = replace(e, node=None, location=f"job:{i}")
         evs.append(e)

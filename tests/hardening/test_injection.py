@@ -231,7 +231,7 @@ def test_a_job_line_with_an_absurd_rank_does_not_block_the_job(ruleset, store):
 
 def test_out_of_range_numbers_from_a_payload_are_stored_as_unknown(ruleset, store):
     """A spool file or an API client is not trusted to keep codes and ranks within the integer columns."""
-    from dataclasses import replace
+    from attribution.frozen import replace
 
     ctx, events, coverage = _absurd_rank_events(ruleset)
     events = [replace(events[0], rank=10**11, code=-2**40)]

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from sqlalchemy import text
 
+from attribution.frozen import replace
 from attribution.collect.telemetry import read_node_telemetry
 from attribution.drain.policy import load_policy
 from attribution.model import ExecutionContext
