@@ -16,15 +16,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.cpu import CpuMeter
-from bench.report import BIN, ROOT, Result
+from bench.report import BIN, ROOT, Result, node_bin
 
 HOOK = ROOT / "hooks" / "epilog"
 
 
-def hook_env(work: Path, kernel: Path, extra: dict) -> dict:
-    """The environment slurmd gives the epilog, and the hook.env our install writes (bash sources it)."""
+def hook_env(work: Path, kernel: Path, extra: dict, agent: Path = BIN) -> dict:
+    """The environment slurmd gives the epilog, and the hook.env our install writes (bash sources it); `agent` is
+    the `attribution` it runs (bench.report.node_bin: as installed on a node)."""
     env_file = work / "hook.env"
-    env_file.write_text(f"ATTRIBUTION_BIN={BIN}\nATTRIBUTION_KERNEL_FILE={kernel}\n"
+    env_file.write_text(f"ATTRIBUTION_BIN={agent}\nATTRIBUTION_KERNEL_FILE={kernel}\n"
                         f"ATTRIBUTION_FM_LOG={work}/fabricmanager.log\nATTRIBUTION_STATE_DIR={work}/state\n"
                         f"ATTRIBUTION_LOG={work}/hooks.log\nATTRIBUTION_HOME={work}/home\n"
                         + "".join(f"{k}={shlex.quote(str(v))}\n" for k, v in extra.items()))
@@ -47,7 +48,8 @@ def bench_hook(work: Path, quick: bool) -> Result:
     hook.mkdir()
     clean = hook / "clean.log"
     write_kernel_log(clean, 100_000, 0)
-    env = hook_env(hook, clean, {})
+    agent = node_bin(work)
+    env = hook_env(hook, clean, {}, agent)
     (hook / "state").mkdir()
     size = clean.stat().st_size
     runs = 20 if quick else 100
@@ -67,7 +69,7 @@ def bench_hook(work: Path, quick: bool) -> Result:
     pg, engine, url = database(hook, "hook")
     engine.dispose()
     try:
-        env_f = hook_env(hook, big, {"ATTRIBUTION_DATABASE_URL": url, "ATTRIBUTION_BUDGET": "20"})
+        env_f = hook_env(hook, big, {"ATTRIBUTION_DATABASE_URL": url, "ATTRIBUTION_BUDGET": "20"}, agent)
         (hook / "state" / "job-77.start").unlink(missing_ok=True)
         fail_s, fail_cpu, _ = meter.run(["/bin/bash", str(HOOK)],
                                         env=dict(env_f, SLURM_JOB_EXIT_CODE="256", SLURM_JOB_START_TIME="1773129600"))
@@ -95,7 +97,8 @@ def _failed_job_log(path: Path) -> None:
                 f"the bus.\n")
 
 
-def epilog_cpu(meter: CpuMeter, work: Path, name: str, extra: dict, runs: int, first_job: int) -> dict:
+def epilog_cpu(meter: CpuMeter, work: Path, name: str, extra: dict, runs: int, first_job: int,
+               agent: Path = BIN) -> dict:
     """`hooks/epilog` of a failed job `runs` times (a new job each time), after a first run that fills the node
     agent's caches (the first failed job on a node compiles the rule pack once). CPU of each run's cgroup."""
     import time
@@ -104,7 +107,7 @@ def epilog_cpu(meter: CpuMeter, work: Path, name: str, extra: dict, runs: int, f
     (base / "state").mkdir(parents=True)
     kern = base / "kern.log"
     _failed_job_log(kern)
-    env = hook_env(base, kern, dict(extra, ATTRIBUTION_BUDGET="20"))
+    env = hook_env(base, kern, dict(extra, ATTRIBUTION_BUDGET="20"), agent)
     cpu, wall = [], []
     first = None
     for i in range(runs + 1):
@@ -142,8 +145,9 @@ def bench_epilog_cpu(work: Path, quick: bool) -> Result:
         token.chmod(0o600)
         cfg = work / "hooks-service.yaml"
         cfg.write_text(f"service_url: {svc.url}\nservice_token_file: {token}\n")
-        db = epilog_cpu(meter, work, "epilog-db", {"ATTRIBUTION_DATABASE_URL": url}, runs, 5000)
-        service = epilog_cpu(meter, work, "epilog-svc", {"ATTRIBUTION_CONFIG": cfg}, runs, 6000)
+        agent = node_bin(work)
+        db = epilog_cpu(meter, work, "epilog-db", {"ATTRIBUTION_DATABASE_URL": url}, runs, 5000, agent)
+        service = epilog_cpu(meter, work, "epilog-svc", {"ATTRIBUTION_CONFIG": cfg}, runs, 6000, agent)
     finally:
         svc.stop()
         pg.stop()

@@ -13,6 +13,32 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent / "attribution"
 
 
+def node_bin(work: Path) -> Path:
+    """`attribution` as a node runs it: this checkout built as a wheel and installed in a venv of its own, as
+    docs/install.md installs it on nodes. This checkout's own venv is an editable install, whose import finder
+    (pathlib, importlib.util, fnmatch and urllib.parse at every interpreter start, before the agent runs) a node
+    never has. The wheel's dependencies are this venv's (a path line in the new venv, so the editable finder's
+    own .pth is not processed). Built once per benchmark run, in `work`."""
+    import subprocess
+    import sysconfig
+
+    venv = work / "node-venv"
+    exe = venv / "bin" / "attribution"
+    if exe.exists():
+        return exe
+    dist = work / "node-dist"
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)], check=True,
+                   capture_output=True)  # as tests/test_packaging.py builds it
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    wheel = next(dist.glob("attribution-*.whl"))
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                    str(wheel)], check=True, capture_output=True)
+    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True, cwd="/").stdout.strip()
+    Path(site, "attribution-bench-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return exe
+
+
 @dataclass
 class Result:
     name: str

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from bench.cpu import CpuMeter, tree_cpu
-from bench.report import BIN, Result
+from bench.report import BIN, Result, node_bin
 
 
 def _logs(storm: Path, n: int) -> list[Path]:
@@ -43,12 +43,18 @@ def _env(base_env: dict, home: Path, i: int, n: int) -> dict:
                 SLURM_CLUSTER_NAME="storm", SLURM_JOB_START_TIME="1773129600")
 
 
-def _argv(log: Path) -> list[str]:
-    return [str(BIN), "epilog", "--budget", "120", "--kernel-file", str(log)]
+def _node_environ() -> dict:
+    """This process's environment as slurmd would give it: none of ours, none of Slurm's, and none of Python's
+    (a PYTHONDONTWRITEBYTECODE or PYTHONPATH of the shell that started the benchmark is not a node's)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("ATTRIBUTION_", "SLURM", "PYTHON"))}
+
+
+def _argv(log: Path, agent: Path = BIN) -> list[str]:
+    return [str(agent), "epilog", "--budget", "120", "--kernel-file", str(log)]
 
 
 def run_storm(storm: Path, n: int, logs: list[Path], engine, base_env: dict, meter: CpuMeter,
-              servers: dict[str, int | None] | None = None) -> dict:
+              servers: dict[str, int | None] | None = None, agent: Path = BIN) -> dict:
     """Start the n epilogs at once; wall time until the last ends, peak connections, outputs, CPU (theirs, and
     that of each server process tree in `servers`, name -> pid, over the same time)."""
     from sqlalchemy import text
@@ -57,7 +63,7 @@ def run_storm(storm: Path, n: int, logs: list[Path], engine, base_env: dict, met
     warm = storm / "warm.log"
     warm.write_text("")
     with open(storm / "out-warm.txt", "w") as out:  # fills the caches (another job, not counted)
-        subprocess.run(_argv(warm), env=dict(_env(base_env, home, 0, n), SLURM_JOB_ID="1"), stdout=out,
+        subprocess.run(_argv(warm, agent), env=dict(_env(base_env, home, 0, n), SLURM_JOB_ID="1"), stdout=out,
                        stderr=subprocess.STDOUT, check=True, timeout=120)
     group = meter.group()
     servers = servers or {}
@@ -70,7 +76,7 @@ def run_storm(storm: Path, n: int, logs: list[Path], engine, base_env: dict, met
     try:
         for i in range(n):
             out = open(storm / f"out-{i}.txt", "w")
-            procs.append(subprocess.Popen(_argv(logs[i]), env=_env(base_env, home, i, n), stdout=out,
+            procs.append(subprocess.Popen(_argv(logs[i], agent), env=_env(base_env, home, i, n), stdout=out,
                                           stderr=subprocess.STDOUT, preexec_fn=group.enter_fn()))
             out.close()
         left = set(range(n))
@@ -146,9 +152,9 @@ def bench_storm(work: Path, quick: bool) -> Result:
 
         with engine.connect() as c:
             max_conn = int(c.execute(text("SHOW max_connections")).scalar())
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ATTRIBUTION_", "SLURM"))}
+        env = _node_environ()
         run = run_storm(storm, n, logs, engine, dict(env, ATTRIBUTION_DATABASE_URL=url), meter,
-                        {"database server": pg.pid()})
+                        {"database server": pg.pid()}, agent=node_bin(work))
         return _result(f"5. {n} node epilogs of one failed job started together against one database, each a "
                        f"fresh process", n, run, engine, f"max_connections {max_conn} (embedded default)", max_conn,
                        [], meter)
@@ -174,9 +180,9 @@ def bench_storm_service(work: Path, quick: bool) -> Result:
         cfg = storm / "hooks.yaml"
         cfg.write_text(f"service_url: {svc.url}\nservice_token_file: {token}\n"
                        f"service:\n  client_timeout_seconds: 110\n")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ATTRIBUTION_", "SLURM"))}
+        env = _node_environ()
         run = run_storm(storm, n, logs, engine, dict(env, ATTRIBUTION_CONFIG=str(cfg)), meter,
-                        {"service": svc.process.pid, "database server": pg.pid()})
+                        {"service": svc.process.pid, "database server": pg.pid()}, agent=node_bin(work))
         return _result(f"5b. the same {n} epilogs reporting to the service ({workers} workers)", n, run, engine,
                        f"bound: {workers} workers x {pool} pooled connections", workers * pool + 2,
                        ["peak connections counts the benchmark's own monitoring connection; the service's and the "
