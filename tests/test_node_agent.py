@@ -30,9 +30,11 @@ FORBIDDEN = ("attribution.cli", "click", "httpx", "yaml", "jsonschema", "pydanti
              "uvicorn", "alembic", "altair", "vl_convert", "sqlalchemy.orm")
 #: what the service path no longer imports (a hand-read argv instead of argparse and gettext; named time zones,
 #: importlib.resources and zipfile only where used; the XML parser only where nvidia-smi wrote its XML, the job
-#: output readers only on the controller): #16 target 2
+#: output readers only on the controller; no dataclasses (attribution.frozen); subprocess, tempfile and shutil only
+#: where journalctl runs; no idna codec for an ASCII host name): #16 target 2
 NOT_ON_THE_SERVICE_PATH = ("argparse", "gettext", "zoneinfo", "zipfile", "importlib.resources", "xml.etree",
-                           "attribution.collect.joboutput", "attribution.collect.joblog")
+                           "attribution.collect.joboutput", "attribution.collect.joblog", "dataclasses", "inspect",
+                           "subprocess", "tempfile", "shutil", "encodings.idna")
 PROBE = """
 import json, sys
 from attribution.node.agent import main

@@ -9,7 +9,6 @@ refused the payload itself (malformed, too large): sending it again cannot help.
 from __future__ import annotations
 
 import json
-import random
 import time
 from typing import TYPE_CHECKING
 
@@ -83,6 +82,8 @@ class ServiceClient(Value, frozen=False):
                     raise ServiceError(f"HTTP {r.status}: {message}")
                 last = f"HTTP {r.status}: {message}"
                 retry_after = _retry_after(r)
+            import random  # only when a retry waits
+
             pause = min(retry_after, 2.0) * (0.5 + random.random())
             if attempt + 1 < self.attempts and (deadline is None or time.monotonic() + pause < deadline):
                 time.sleep(pause)
