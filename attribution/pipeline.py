@@ -108,7 +108,7 @@ def telemetry_events(ruleset: RuleSet, ctx: ExecutionContext, snapshots) -> list
 
 def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event], coverage: list[Coverage],
            source: str, deadline: float | None = None, telemetry=None, evidence: dict | None = None,
-           evidence_piece: dict | None = None, attribute: bool = True):
+           evidence_piece: dict | None = None, attribute: bool = True, claim=None):
     """Store a job's events and coverage, then re-attribute the job from everything stored for it.
 
     Idempotent: the same input twice adds no event and no verdict. Any number of processes may ingest pieces
@@ -125,6 +125,9 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     `attribute` False stores the piece and leaves the job pending for whoever the caller knows comes next (the
     service, when more reports of this job are queued behind this one: the last of them attributes the whole
     evidence); the verdict returned is then None, as when another process is attributing.
+
+    `claim(conn)`: run first in the storing transaction (the inbox drain deletes the report's row there, so the
+    row goes exactly when the report is stored); when it returns False nothing is stored and Taken is raised.
     """
     from attribution.correlate.rootcause import in_window, job_window
     from attribution.extract.events import untrusted_time_dropped
@@ -140,6 +143,8 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     outside = [e for e in events if not in_window(e, lo, hi)]
 
     def store(conn):
+        if claim is not None and not claim(conn):
+            raise Taken(f"{ctx.cluster}/{ctx.job_id}: taken by another process")
         s = JobSession(conn, ctx, source)
         new, linked = s.add_events(inside)
         new += s.add_events(outside, link=False)[0]
@@ -169,6 +174,10 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     vid = in_transaction(engine, lambda c: JobSession(c, ctx, source, job=job).current_verdict_id(),
                          deadline=deadline)
     return IngestResult(job, new, linked, vid, False), None
+
+
+class Taken(Exception):
+    """The piece an ingest was to store with its `claim` was taken by another process (nothing stored)."""
 
 
 def merge_evidence_piece(conn, job, source: str, piece: dict, telemetry=None) -> None:

@@ -142,6 +142,11 @@ class DatabaseSettings:
     #: TCP keepalive and user timeout: a dead peer or path is noticed within about this many seconds
     tcp_timeout_seconds: Integer = 30
     pool_size: Integer = 2
+    #: how a node hook hands its report to the database: `direct` runs the ingest on the node (SQLAlchemy and
+    #: psycopg, the [db] extra; the verdict is there when the hook ends), `inbox` submits the payload in one
+    #: statement over the bare protocol (node/pgwire.py, no driver) and the central drain ingests it
+    #: (`attribution db drain-inbox`, run by `db attribute-pending`): docs/performance.md, target 2
+    delivery: Annotated[str, BeforeValidator(_one_of("direct", "inbox"))] = "direct"
 
 
 @dataclass(frozen=True, config=_CONFIG)

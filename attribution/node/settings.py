@@ -29,7 +29,8 @@ _ENV = ("ATTRIBUTION_CONFIG", "ATTRIBUTION_DATABASE_URL", "ATTRIBUTION_HOME", "H
         "XDG_DATA_HOME")
 #: configuration files load_settings looks at when no path is given (config.SYSTEM_CONFIG, config.user_config())
 _SYSTEM_CONFIG = "/etc/attribution/config.yaml"
-_FORMAT = "4"  # 3: database idle_in_transaction_timeout_ms and tcp_timeout_seconds, epilog job_output_bytes; 4: node_log_bytes
+_FORMAT = "5"  # 3: database idle_in_transaction_timeout_ms and tcp_timeout_seconds, epilog job_output_bytes; 4: node_log_bytes;
+#: 5: database delivery
 
 
 class NodeSettings(Value):

@@ -1,0 +1,132 @@
+"""The central drain of the node inbox: reports nodes submitted to the database (database.delivery: inbox) are
+decoded, stored through the normal ingest and deleted from the inbox in the ingest's own transaction.
+
+Exactly once: each row is deleted by the transaction that stores it (pipeline.ingest's `claim`), so a crash
+before the commit leaves both the row and nothing stored, and a second drain at the same row finds it gone.
+Coalesced: the rows of one job are stored one by one without attributing (`attribute=False`) and the job is
+attributed once, by the last of them. The decoder is the service's (api.intake.parse_report), passed in by the
+entry point, so a report reads the same whichever way it came.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from attribution.errors import InputError, StoreError
+
+#: rows read per batch
+BATCH = 200
+
+
+@dataclass
+class DrainResult:
+    stored: int = 0  # reports stored (and deleted from the inbox)
+    jobs: int = 0  # jobs they belonged to
+    attributed: int = 0  # jobs this drain computed a verdict for
+    taken: int = 0  # rows another drain took first
+    refused: list[str] = field(default_factory=list)  # rows set aside, with the reason
+    error: str | None = None  # why it stopped early (the database away): the rest waits for the next run
+    left: int = 0  # rows still waiting when it stopped (the count or the time ran out, or the error)
+
+    def line(self) -> str:
+        return (f"drained {self.stored} report(s) of {self.jobs} job(s), {self.attributed} attributed"
+                + (f"; {len(self.refused)} refused" if self.refused else "")
+                + (f"; {self.taken} taken by another drain" if self.taken else "")
+                + (f"; {self.left} left" if self.left else "")
+                + (f"; stopped: {self.error}" if self.error else ""))
+
+
+def drain_inbox(ruleset, engine, decode: Callable[[Mapping, str], object], limit: int | None = None,
+                deadline: float | None = None) -> DrainResult:
+    """Store at most `limit` waiting reports (all when None) before `deadline` (a time.monotonic() value).
+    `decode(payload, origin)` gives a serialize.Report or raises InputError. Never raises StoreError: a report
+    the database refuses for its content is set aside, a database that went away stops the drain (`error`)."""
+    from attribution.pipeline import Taken, attribute_pending, ingest
+    from attribution.store import in_transaction
+    from attribution.store import inbox as store_inbox
+
+    res = DrainResult()
+    while limit is None or res.stored + len(res.refused) + res.taken < limit:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        want = BATCH if limit is None else min(BATCH, limit - res.stored - len(res.refused) - res.taken)
+        try:
+            rows = in_transaction(engine, lambda c: store_inbox.queued(c, want), deadline=deadline)
+        except StoreError as exc:
+            res.error = str(exc)
+            break
+        if not rows:
+            break
+        jobs: dict[tuple, list] = {}  # (cluster, job id, start) -> [(row, report)], in arrival order
+        for row in rows:
+            origin = f"inbox report of job {row.job_id} ({row.digest.hex()[:12]}, from {row.submitted_by})"
+            try:
+                report = decode(row.payload, origin)
+            except InputError as exc:
+                _refuse(engine, row, str(exc), res, deadline)
+                continue
+            c = report.context
+            jobs.setdefault((c.cluster, c.job_id, c.start), []).append((row, report))
+        for pieces in jobs.values():
+            if res.error or (deadline is not None and time.monotonic() >= deadline):
+                break
+            stored_job, attributed = None, False
+            for i, (row, report) in enumerate(pieces):
+                last = i == len(pieces) - 1
+                try:
+                    result, verdict = ingest(
+                        ruleset, engine, report.context, list(report.events), list(report.coverage),
+                        report.source, deadline=deadline, telemetry=report.telemetry,
+                        evidence_piece=report.evidence, attribute=last,
+                        claim=lambda c, row=row: store_inbox.take(c, row.job_id, row.digest))
+                except Taken:
+                    res.taken += 1
+                    continue
+                except InputError as exc:
+                    _refuse(engine, row, str(exc), res, deadline)
+                    continue
+                except StoreError as exc:
+                    if exc.permanent:
+                        _refuse(engine, row, str(exc), res, deadline)
+                        continue
+                    res.error = str(exc)
+                    break
+                res.stored += 1
+                stored_job = (report.context, result.job)
+                attributed = attributed or (last and verdict is not None)
+            if stored_job is None:
+                continue
+            res.jobs += 1
+            if not attributed and not res.error:  # its last piece was taken or refused: attribute what is stored
+                try:
+                    attributed = attribute_pending(ruleset, engine, stored_job[0], stored_job[1], deadline,
+                                                   known_pending=True) is not None
+                except StoreError as exc:
+                    res.error = str(exc)
+            res.attributed += int(attributed)
+        if res.error:
+            break
+    try:
+        res.left = in_transaction(engine, lambda c: store_inbox.counts(c)[0], deadline=None if deadline is None
+                                  else max(deadline, time.monotonic() + 5))
+    except StoreError:
+        pass
+    return res
+
+
+def _refuse(engine, row, reason: str, res: DrainResult, deadline: float | None) -> None:
+    from attribution.store import in_transaction
+    from attribution.store import inbox as store_inbox
+
+    try:
+        in_transaction(engine, lambda c: store_inbox.refuse(c, row.job_id, row.digest, reason),
+                       deadline=None if deadline is None else max(deadline, time.monotonic() + 5))
+    except StoreError as exc:
+        res.error = str(exc)
+        return
+    res.refused.append(f"job {row.job_id} ({row.digest.hex()[:12]}, from {row.submitted_by}): {reason}")
+
+
+__all__ = ["DrainResult", "drain_inbox", "BATCH"]
