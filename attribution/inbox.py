@@ -3,8 +3,8 @@ decoded, stored through the normal ingest and deleted from the inbox in the inge
 
 Exactly once: each row is deleted by the transaction that stores it (pipeline.ingest's `claim`), so a crash
 before the commit leaves both the row and nothing stored, and a second drain at the same row finds it gone.
-Coalesced: the rows of one job are stored one by one without attributing (`attribute=False`) and the job is
-attributed once, by the last of them. The decoder is the service's (api.intake.parse_report), passed in by the
+Coalesced: every row is stored without attributing (`attribute=False`) and each job this drain stored is
+attributed once at the end, from everything stored for it (a job with 512 node reports: one verdict computed). The decoder is the service's (api.intake.parse_report), passed in by the
 entry point, so a report reads the same whichever way it came.
 """
 
@@ -48,6 +48,7 @@ def drain_inbox(ruleset, engine, decode: Callable[[Mapping, str], object], limit
     from attribution.store import inbox as store_inbox
 
     res = DrainResult()
+    stored_jobs: dict[int, tuple] = {}  # the job row id -> (context, job) of what this drain stored
     while limit is None or res.stored + len(res.refused) + res.taken < limit:
         if deadline is not None and time.monotonic() >= deadline:
             break
@@ -59,55 +60,43 @@ def drain_inbox(ruleset, engine, decode: Callable[[Mapping, str], object], limit
             break
         if not rows:
             break
-        jobs: dict[tuple, list] = {}  # (cluster, job id, start) -> [(row, report)], in arrival order
         for row in rows:
+            if res.error or (deadline is not None and time.monotonic() >= deadline):
+                break
             origin = f"inbox report of job {row.job_id} ({row.digest.hex()[:12]}, from {row.submitted_by})"
             try:
                 report = decode(row.payload, origin)
+                c = report.context
+                result, _ = ingest(ruleset, engine, c, list(report.events), list(report.coverage), report.source,
+                                   deadline=deadline, telemetry=report.telemetry, evidence_piece=report.evidence,
+                                   attribute=False,
+                                   claim=lambda conn, row=row: store_inbox.take(conn, row.job_id, row.digest))
+            except Taken:
+                res.taken += 1
+                continue
             except InputError as exc:
                 _refuse(engine, row, str(exc), res, deadline)
                 continue
-            c = report.context
-            jobs.setdefault((c.cluster, c.job_id, c.start), []).append((row, report))
-        for pieces in jobs.values():
-            if res.error or (deadline is not None and time.monotonic() >= deadline):
-                break
-            stored_job, attributed = None, False
-            for i, (row, report) in enumerate(pieces):
-                last = i == len(pieces) - 1
-                try:
-                    result, verdict = ingest(
-                        ruleset, engine, report.context, list(report.events), list(report.coverage),
-                        report.source, deadline=deadline, telemetry=report.telemetry,
-                        evidence_piece=report.evidence, attribute=last,
-                        claim=lambda c, row=row: store_inbox.take(c, row.job_id, row.digest))
-                except Taken:
-                    res.taken += 1
-                    continue
-                except InputError as exc:
+            except StoreError as exc:
+                if exc.permanent:
                     _refuse(engine, row, str(exc), res, deadline)
                     continue
-                except StoreError as exc:
-                    if exc.permanent:
-                        _refuse(engine, row, str(exc), res, deadline)
-                        continue
-                    res.error = str(exc)
-                    break
-                res.stored += 1
-                stored_job = (report.context, result.job)
-                attributed = attributed or (last and verdict is not None)
-            if stored_job is None:
-                continue
-            res.jobs += 1
-            if not attributed and not res.error:  # its last piece was taken or refused: attribute what is stored
-                try:
-                    attributed = attribute_pending(ruleset, engine, stored_job[0], stored_job[1], deadline,
-                                                   known_pending=True) is not None
-                except StoreError as exc:
-                    res.error = str(exc)
-            res.attributed += int(attributed)
+                res.error = str(exc)
+                break
+            res.stored += 1
+            stored_jobs.setdefault(result.job.id, (c, result.job))
         if res.error:
             break
+    res.jobs = len(stored_jobs)
+    # each job once, with everything stored for it (coalesced: not once per report); also when the drain
+    # stopped early, so what it stored does not wait for the next run's verdict
+    for ctx, job in stored_jobs.values():
+        try:
+            res.attributed += int(attribute_pending(ruleset, engine, ctx, job, deadline if deadline is None else
+                                                    max(deadline, time.monotonic() + 30),
+                                                    known_pending=True) is not None)
+        except StoreError as exc:
+            res.error = res.error or str(exc)
     try:
         res.left = in_transaction(engine, lambda c: store_inbox.counts(c)[0], deadline=None if deadline is None
                                   else max(deadline, time.monotonic() + 5))

@@ -218,18 +218,20 @@ def db_attribute_pending(ctx: click.Context, timeout: float | None) -> None:
     deadline = time.monotonic() + timeout if timeout else None
     with open_store(ctx) as engine:
         make_partitions_ahead(engine)  # the timer's maintenance step: next year's partitions, before they are due
-        drained = _drain(rs, engine, None, deadline)  # the nodes' inbox first: its jobs get their verdicts now
+        drained = _drain(ctx, rs, engine, None, deadline)  # the nodes' inbox first: its jobs get verdicts now
         n = attribute_all_pending(rs, engine, deadline)
     click.echo(f"inbox: {drained.line()}")
     click.echo(f"attributed {n} pending job(s)")
     _refusals(drained)
 
 
-def _drain(rs, engine, limit, deadline):
+def _drain(ctx, rs, engine, limit, deadline):
     from attribution.api.intake import parse_report  # the service's report codec: one reading of a report
     from attribution.inbox import drain_inbox
 
-    return drain_inbox(rs, engine, lambda doc, origin: parse_report(doc, origin), limit=limit, deadline=deadline)
+    most = settings_of(ctx).service.max_events  # the service's bound on one report, for the same report here
+    return drain_inbox(rs, engine, lambda doc, origin: parse_report(doc, origin, max_events=most), limit=limit,
+                       deadline=deadline)
 
 
 def _refusals(res) -> None:
@@ -253,7 +255,7 @@ def db_drain_inbox(ctx: click.Context, limit: int | None, timeout: float | None)
     rs = ruleset_of(ctx)
     deadline = time.monotonic() + timeout if timeout else None
     with open_store(ctx) as engine:
-        res = _drain(rs, engine, limit, deadline)
+        res = _drain(ctx, rs, engine, limit, deadline)
     click.echo(res.line())
     _refusals(res)
     if res.error:
