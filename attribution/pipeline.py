@@ -129,35 +129,18 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     `claim(conn)`: run first in the storing transaction (the inbox drain deletes the report's row there, so the
     row goes exactly when the report is stored); when it returns False nothing is stored and Taken is raised.
     """
-    from attribution.correlate.rootcause import in_window, job_window
-    from attribution.extract.events import untrusted_time_dropped
     from attribution.reports.render import verdict_to_dict
     from attribution.store import in_transaction
     from attribution.store.recurrence import render_with_recurrence
     from attribution.store.writer import IngestResult, JobSession
 
-    check_storable(ctx, {e.node for e in events})
-    lo, hi = job_window(ctx, ruleset.graph)
-    events = [untrusted_time_dropped(e, lo, hi) for e in events]  # reports from nodes and the API too
-    inside = [e for e in events if in_window(e, lo, hi)]
-    outside = [e for e in events if not in_window(e, lo, hi)]
+    inside, outside = split_by_window(ruleset, ctx, events)
 
     def store(conn):
         if claim is not None and not claim(conn):
             raise Taken(f"{ctx.cluster}/{ctx.job_id}: taken by another process")
-        s = JobSession(conn, ctx, source)
-        new, linked = s.add_events(inside)
-        new += s.add_events(outside, link=False)[0]
-        s.set_coverage(coverage)
-        if telemetry:  # {node: (prolog, epilog)} counter snapshots: their absolute values, for the fleet views
-            s.set_counters(telemetry)
-        if evidence is not None:  # the lines kept for replay (docs/replay.md), with the events they gave
-            from attribution.store.evidence import save_evidence
-
-            save_evidence(conn, s.job.job_id, s.job.id, evidence)
-        elif evidence_piece is not None:
-            merge_evidence_piece(conn, s.job, source, evidence_piece, telemetry)
-        s.mark_pending()
+        s, new, linked = store_piece(conn, ctx, inside, outside, coverage, source, telemetry, evidence,
+                                     evidence_piece)
         done = None
         if attribute and not s.contended and s.claim_attribution():  # alone: store and attribute in one transaction
             done = s.attribute(ruleset, correlate, render_with_recurrence(conn, s.job.id, ctx, verdict_to_dict))
@@ -174,6 +157,58 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     vid = in_transaction(engine, lambda c: JobSession(c, ctx, source, job=job).current_verdict_id(),
                          deadline=deadline)
     return IngestResult(job, new, linked, vid, False), None
+
+
+def split_by_window(ruleset: RuleSet, ctx: ExecutionContext, events: list[Event]) -> tuple[list, list]:
+    """(events inside the job's window, the rest) after the checks every stored report passes: storable names,
+    user-written times far outside the job untimestamped (reports from nodes and the API too)."""
+    from attribution.correlate.rootcause import in_window, job_window
+    from attribution.extract.events import untrusted_time_dropped
+
+    check_storable(ctx, {e.node for e in events})
+    lo, hi = job_window(ctx, ruleset.graph)
+    events = [untrusted_time_dropped(e, lo, hi) for e in events]
+    return [e for e in events if in_window(e, lo, hi)], [e for e in events if not in_window(e, lo, hi)]
+
+
+def store_piece(conn, ctx: ExecutionContext, inside: list[Event], outside: list[Event], coverage: list[Coverage],
+                source: str, telemetry=None, evidence: dict | None = None, evidence_piece: dict | None = None,
+                kept: dict | None = None):
+    """One report's writes in the caller's transaction, the job marked pending; (JobSession, new, linked).
+    `kept` ({job row id: [job, document]}): merge the evidence piece into that document instead of reading and
+    writing the job's evidence now; the caller saves it once for several reports of the job (save_kept)."""
+    from attribution.store.writer import JobSession
+
+    s = JobSession(conn, ctx, source)
+    new, linked = s.add_events(inside)
+    new += s.add_events(outside, link=False)[0]
+    s.set_coverage(coverage)
+    if telemetry:  # {node: (prolog, epilog)} counter snapshots: their absolute values, for the fleet views
+        s.set_counters(telemetry)
+    if evidence is not None:  # the lines kept for replay (docs/replay.md), with the events they gave
+        from attribution.store.evidence import save_evidence
+
+        save_evidence(conn, s.job.job_id, s.job.id, evidence)
+    elif evidence_piece is not None and kept is None:
+        merge_evidence_piece(conn, s.job, source, evidence_piece, telemetry)
+    elif evidence_piece is not None:
+        from attribution.replay.keep import keep_telemetry, merge_piece
+        from attribution.store.evidence import load_evidence
+
+        entry = kept.get(s.job.id) or kept.setdefault(s.job.id, [s.job, load_evidence(conn, s.job.job_id,
+                                                                                       s.job.id)])
+        entry[1] = merge_piece(entry[1], f"{source}/{evidence_piece.get('reporter') or ''}",
+                               dict(evidence_piece) | keep_telemetry(telemetry or {}))
+    s.mark_pending()
+    return s, new, linked
+
+
+def save_kept(conn, kept: dict) -> None:
+    """Write the evidence documents store_piece merged in memory."""
+    from attribution.store.evidence import save_evidence
+
+    for job, doc in kept.values():
+        save_evidence(conn, job.job_id, job.id, doc)
 
 
 class Taken(Exception):

@@ -179,3 +179,31 @@ def test_the_limit_bounds_a_drain_and_the_rest_waits(ruleset, store, pg_url):
     second = drain_inbox(ruleset, store, decode)
     assert (second.stored, second.left) == (3, 0)
     assert _verdict(store) == [("gpu_hardware", ["hx-gpu019"])]
+
+
+def test_a_report_the_database_refuses_is_set_aside_and_its_jobs_other_reports_are_stored(ruleset, store, pg_url,
+                                                                                           monkeypatch):
+    """A job's reports go in one transaction; when the database refuses one of them for its content (a data
+    exception: StoreError permanent), the others are stored one by one and only that one is set aside."""
+    import attribution.pipeline as pipeline
+    from attribution.errors import StoreError
+
+    docs = reports(ruleset)
+    with submitter(pg_url) as inbox:
+        for d in docs:
+            inbox.submit(d)
+    real = pipeline.store_piece
+
+    def refusing(conn, ctx, inside, outside, coverage, *args, **kwargs):
+        if any(c.node == "hx-gpu018" for c in coverage):
+            raise StoreError("value too long for an index row", permanent=True)
+        return real(conn, ctx, inside, outside, coverage, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "store_piece", refusing)
+    res = drain_inbox(ruleset, store, decode)
+    assert (res.stored, res.jobs, res.attributed, res.error) == (4, 1, 1, None)
+    assert len(res.refused) == 1 and "value too long" in res.refused[0]
+    with store.connect() as c:
+        assert store_inbox.counts(c) == (0, 1)
+        assert c.execute(text("SELECT count(*) FROM attribution.coverage WHERE node_key = 'hx-gpu018'")).scalar() == 0
+    assert _verdict(store) == [("gpu_hardware", ["hx-gpu019"])]

@@ -31,6 +31,9 @@ def expand_nodes(value: Any, origin: str = "nodes") -> tuple[str, ...]:
     for item in items:
         if not isinstance(item, str) or not item.strip():
             raise InputError(origin, f"node list entry {item!r} is not a host name or hostlist")
+        if not any(c in item for c in "[],"):  # a plain name (a stored context lists them: 512 per report)
+            out.append(item.strip())
+            continue
         try:
             out.extend(hostlist.expand_hostlist(item.strip()))
         except hostlist.BadHostlist as exc:
