@@ -322,6 +322,9 @@ class ServiceSettings:
     # sent its request headers is closed; headers must arrive within header_timeout_seconds
     max_connections: Whole = 512
     header_timeout_seconds: Seconds = 10.0
+    #: every this many seconds each worker stores what node hooks left in the database's inbox (database.delivery:
+    #: inbox; docs/store.md "The node inbox"), as `attribution db drain-inbox` does; 0: the service does not
+    inbox_drain_seconds: Annotated[float, BeforeValidator(_number)] = 0.0
 
     def host_port(self) -> Tuple[str, int]:
         return split_host_port(self.listen)  # checked when the settings were made
