@@ -209,9 +209,9 @@ def bench_storm_inbox(work: Path, quick: bool) -> Result:
             max_conn = int(c.execute(text("SHOW max_connections")).scalar())
         cfg = storm / "hooks.yaml"
         cfg.write_text(f"database:\n  url: {url}\n  delivery: inbox\n")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ATTRIBUTION_", "SLURM"))}
+        env = _node_environ()
         run = run_storm(storm, n, logs, engine, dict(env, ATTRIBUTION_CONFIG=str(cfg)), meter,
-                        {"database server": pg.pid()})
+                        {"database server": pg.pid()}, agent=node_bin(work))
         drain = _drain(url, pg.pid())
         return _result(f"5c. the same {n} epilogs submitting to the database's inbox, then one drain", n, run,
                        engine, f"max_connections {max_conn} (embedded default)", max_conn,
@@ -226,8 +226,7 @@ def bench_storm_inbox(work: Path, quick: bool) -> Result:
 def _drain(url: str, server_pid: int | None) -> dict:
     import resource
 
-    env = dict({k: v for k, v in os.environ.items() if not k.startswith(("ATTRIBUTION_", "SLURM"))},
-               ATTRIBUTION_DATABASE_URL=url)
+    env = dict(_node_environ(), ATTRIBUTION_DATABASE_URL=url)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     server0 = tree_cpu(server_pid) if server_pid else 0.0
     t0 = time.perf_counter()

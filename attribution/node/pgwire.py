@@ -23,8 +23,9 @@ import os
 import socket
 import struct
 import time
-from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from attribution.frozen import Value
 
 __all__ = ["Target", "parse_url", "Connection", "WireError", "ServerError", "connect"]
 
@@ -61,8 +62,9 @@ class ServerError(WireError):
         return self.sqlstate in RETRYABLE or self.sqlstate.startswith("08")
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(Value):
+    """Where and as whom the node connects: one libpq URL taken apart."""
+
     host: str  # a host name or address, or a unix socket folder (starts with /)
     port: int
     user: str
