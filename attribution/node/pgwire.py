@@ -262,7 +262,8 @@ def connect(target: Target, deadline: float, options: str | None = None, applica
             sock.settimeout(left)
             sock.connect(os.path.join(target.host, f".s.PGSQL.{target.port}"))
         else:
-            sock = socket.create_connection((target.host, target.port), timeout=left)
+            host = target.host.encode("ascii") if target.host.isascii() else target.host  # no idna codec (httppost)
+            sock = socket.create_connection((host, target.port), timeout=left)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except socket.timeout:
         raise WireError(f"{target.describe()}: timed out connecting") from None

@@ -16,13 +16,14 @@ import pytest
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
+from attribution.frozen import replace
 from attribution.node import pgwire
 
 
 def _target(pg_url: str, **changes) -> pgwire.Target:
     u = make_url(pg_url)
     t = pgwire.parse_url(f"postgresql://{u.username}@127.0.0.1:{u.port}/{u.database}?sslmode=disable")
-    return pgwire.Target(**{**t.__dict__, **changes})
+    return replace(t, **changes)
 
 
 def _soon(seconds: float = 10.0) -> float:
