@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any, Sequence
 
 from attribution.model import Event
@@ -17,6 +18,15 @@ def fingerprint(cluster: str, ev: Event, scope: str = "") -> bytes:
     if scope:
         parts += [scope, ev.location]
     return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).digest()[:16]
+
+
+def event_from_stored(r: Sequence[Any]) -> Event:
+    """The Event a row written in store.events.EVENT_COLUMNS order reads back as (what event_from_row makes of
+    links.EVENT_ROW): the time only when it is exact, the fields from their JSON."""
+    (occurred, _fp, _cluster, node, _key, source, _evidence, kind, role, code, gpu, rank, exact, outcome, action,
+     severity, rule, location, message, line, fields) = r
+    return event_from_row((kind, role, rule, source, location, line, message, node, gpu, code, rank,
+                           occurred if exact else None, outcome, action, severity, json.loads(fields)))
 
 
 def event_from_row(r: Sequence[Any]) -> Event:

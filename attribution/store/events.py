@@ -13,7 +13,7 @@ from typing import Sequence
 from sqlalchemy import Connection, text
 
 from attribution.model import INFRASTRUCTURE_OUTCOMES, Event, ExecutionContext
-from attribution.store.codec import event_from_row, fingerprint
+from attribution.store.codec import event_from_row, event_from_stored, fingerprint
 from attribution.store.links import EVENT_ROW, JOB_SCOPED_SOURCES, job_event_rows, node_key
 
 UTC = timezone.utc
@@ -29,17 +29,106 @@ def _int4(v: int | None) -> int | None:
     return v if v is None or -2**31 < v < 2**31 else None
 
 
+#: Events, rollups and (with `links`) the links of the events inserted, in one statement; returns the inserted
+#: events' (id, node_key, fingerprint, occurred_at).
+_INSERT_EVENTS = f"""
+    WITH ins AS (
+      INSERT INTO attribution.events ({", ".join(EVENT_COLUMNS)})
+      SELECT {", ".join(EVENT_COLUMNS)} FROM _in_events ORDER BY node_key, fingerprint, occurred_at
+      ON CONFLICT (node_key, fingerprint, occurred_at) DO NOTHING
+      RETURNING id, cluster, node, node_key, fingerprint, gpu, kind, code, role, outcome, source, occurred_at
+    ), faults AS (
+      -- what the fleet views can show: a node's own non-symptom, non-application events, and
+      -- infrastructure causes found anywhere (symptoms and a job's own errors are not node faults)
+      SELECT *, CASE WHEN source IN ('job', 'scheduler') THEN 'job' ELSE 'node' END AS scope FROM ins
+      WHERE node IS NOT NULL
+        AND ((source NOT IN ('job', 'scheduler') AND role <> 'symptom'
+              AND coalesce(outcome, '') <> 'application')
+             OR (role = 'cause' AND outcome IN {INFRA_SQL}))
+    ), agg AS (
+      SELECT cluster, node, coalesce(gpu, '') AS gpu_key, kind, coalesce(code, -1) AS code_key,
+             (date_trunc('week', occurred_at AT TIME ZONE 'UTC'))::date AS week,
+             min(role) AS role, min(outcome) AS outcome, min(scope) AS scope, count(*) AS n,
+             min(occurred_at) AS first_seen, max(occurred_at) AS last_seen
+      FROM faults GROUP BY 1, 2, 3, 4, 5, 6
+    ), wk AS (
+      INSERT INTO attribution.fault_weeks AS f
+        (cluster, node, gpu_key, kind, code_key, week, role, outcome, scope, events, first_seen, last_seen)
+      SELECT cluster, node, gpu_key, kind, code_key, week, role, outcome, scope, n, first_seen, last_seen
+      FROM agg ORDER BY cluster, node, gpu_key, kind, code_key, week
+      ON CONFLICT (cluster, node, gpu_key, kind, code_key, week) DO UPDATE
+        SET events = f.events + excluded.events,
+            first_seen = least(f.first_seen, excluded.first_seen),
+            last_seen = greatest(f.last_seen, excluded.last_seen)
+      RETURNING cluster, node, gpu_key, kind, code_key, week, (xmax = 0) AS new_week
+    ), series AS (
+      SELECT a.cluster, a.node, a.gpu_key, a.kind, a.code_key, min(a.role) AS role, min(a.outcome) AS outcome,
+             min(a.scope) AS scope, sum(a.n) AS n, count(*) FILTER (WHERE w.new_week) AS new_weeks,
+             min(a.first_seen) AS first_seen, max(a.last_seen) AS last_seen
+      FROM agg a JOIN wk w USING (cluster, node, gpu_key, kind, code_key, week)
+      GROUP BY 1, 2, 3, 4, 5
+    ), up AS (
+      INSERT INTO attribution.fault_series AS s
+        (cluster, node, gpu_key, kind, code_key, role, outcome, scope, events, weeks, first_seen, last_seen)
+      SELECT cluster, node, gpu_key, kind, code_key, role, outcome, scope, n, new_weeks, first_seen, last_seen
+      FROM series ORDER BY cluster, node, gpu_key, kind, code_key
+      ON CONFLICT (cluster, node, gpu_key, kind, code_key) DO UPDATE
+        SET events = s.events + excluded.events,
+            weeks = s.weeks + excluded.weeks,
+            first_seen = least(s.first_seen, excluded.first_seen),
+            last_seen = greatest(s.last_seen, excluded.last_seen)
+      RETURNING 1
+    ){{links}}
+    SELECT id, node_key, fingerprint, occurred_at FROM ins"""
+#: The links of the events just inserted, on the job's side (job_events, by job_id) and on the event's
+#: (event_jobs, by node_key); an event new to the store is new to the job.
+_NEW_LINKS = """, l AS (
+      INSERT INTO attribution.job_events (job_id, job_ref, node_key, event_id, event_time)
+      SELECT :jid, :job, node_key, id, occurred_at FROM ins ORDER BY id
+      RETURNING node_key, event_id, event_time
+    ), ej AS (
+      INSERT INTO attribution.event_jobs (node_key, event_id, event_time, job_id, job_ref)
+      SELECT node_key, event_id, event_time, :jid, :job FROM l ORDER BY node_key, event_id
+      RETURNING 1
+    )"""
+#: The links of the batch's events that were stored before (a statement of its own: it sees what other
+#: transactions committed while the insert waited on their rows). Returns how many links are new.
+_OLD_LINKS = """
+    WITH l AS (
+      INSERT INTO attribution.job_events (job_id, job_ref, node_key, event_id, event_time)
+      SELECT :jid, :job, e.node_key, e.id, e.occurred_at
+      FROM _in_events i JOIN attribution.events e
+        ON e.node_key = i.node_key AND e.fingerprint = i.fingerprint AND e.occurred_at = i.occurred_at
+      ORDER BY e.id
+      ON CONFLICT (job_id, job_ref, event_id) DO NOTHING
+      RETURNING node_key, event_id, event_time
+    ), ej AS (
+      INSERT INTO attribution.event_jobs (node_key, event_id, event_time, job_id, job_ref)
+      SELECT node_key, event_id, event_time, :jid, :job FROM l ORDER BY node_key, event_id
+      ON CONFLICT (node_key, event_id, job_ref) DO NOTHING
+      RETURNING 1
+    ) SELECT count(*) FROM l"""
+
+
 class JobEvents:
     """Storing and reading a job's events (part of writer.JobSession)."""
 
     conn: Connection
     ctx: ExecutionContext
+    #: whether this transaction created the job's row (JobRow._find_or_create)
+    created: bool
+    #: per add_events(link=True) call: the rows written (EVENT_COLUMNS order) and each one's id when this
+    #: transaction inserted it (None: it was stored before)
+    _linked_batches: list
 
     # -- events ----------------------------------------------------------------------------------------------
     def add_events(self, events: Sequence[Event], link: bool = True) -> tuple[int, int]:
         """Store events (once each, whatever other jobs saw them) and, with `link`, link them to this job.
         Events outside the job's window are stored for fleet trends without a link.
-        Returns (events new to the store, links new to this job)."""
+        Returns (events new to the store, links new to this job).
+
+        One statement stores the events, counts them in the rollups and links those it inserted (their ids from
+        `INSERT ... RETURNING`); only when some were in the store already does a second one link those."""
         if not events:
             return 0, 0
         placement = self.ctx.end or datetime.now(UTC)
@@ -54,7 +143,8 @@ class JobEvents:
                 _int4(ev.code), ev.gpu, _int4(ev.rank),
                 ev.time is not None, ev.outcome, ev.action, ev.severity, ev.rule, ev.location, ev.message, ev.line,
                 json.dumps(dict(ev.fields), sort_keys=True))
-        ordered = [rows[k] for k in sorted(rows)]
+        keys = sorted(rows)
+        ordered = [rows[k] for k in keys]
         c = self.conn
         c.execute(text(
             f"CREATE TEMP TABLE IF NOT EXISTS _in_events ON COMMIT DELETE ROWS AS "
@@ -65,76 +155,27 @@ class JobEvents:
                 cp.write_row(r)
         # no partition is made here: ingest never changes the database's shape (a time stamp no month partition
         # covers lands in events_default; `ensure_event_partitions` makes the coming year's ahead of time)
-        cols = ", ".join(EVENT_COLUMNS)
-        new = c.execute(text(f"""
-            WITH ins AS (
-              INSERT INTO attribution.events ({cols})
-              SELECT {cols} FROM _in_events ORDER BY node_key, fingerprint, occurred_at
-              ON CONFLICT (node_key, fingerprint, occurred_at) DO NOTHING
-              RETURNING cluster, node, gpu, kind, code, role, outcome, source, occurred_at
-            ), faults AS (
-              -- what the fleet views can show: a node's own non-symptom, non-application events, and
-              -- infrastructure causes found anywhere (symptoms and a job's own errors are not node faults)
-              SELECT *, CASE WHEN source IN ('job', 'scheduler') THEN 'job' ELSE 'node' END AS scope FROM ins
-              WHERE node IS NOT NULL
-                AND ((source NOT IN ('job', 'scheduler') AND role <> 'symptom'
-                      AND coalesce(outcome, '') <> 'application')
-                     OR (role = 'cause' AND outcome IN {INFRA_SQL}))
-            ), agg AS (
-              SELECT cluster, node, coalesce(gpu, '') AS gpu_key, kind, coalesce(code, -1) AS code_key,
-                     (date_trunc('week', occurred_at AT TIME ZONE 'UTC'))::date AS week,
-                     min(role) AS role, min(outcome) AS outcome, min(scope) AS scope, count(*) AS n,
-                     min(occurred_at) AS first_seen, max(occurred_at) AS last_seen
-              FROM faults GROUP BY 1, 2, 3, 4, 5, 6
-            ), wk AS (
-              INSERT INTO attribution.fault_weeks AS f
-                (cluster, node, gpu_key, kind, code_key, week, role, outcome, scope, events, first_seen, last_seen)
-              SELECT cluster, node, gpu_key, kind, code_key, week, role, outcome, scope, n, first_seen, last_seen
-              FROM agg ORDER BY cluster, node, gpu_key, kind, code_key, week
-              ON CONFLICT (cluster, node, gpu_key, kind, code_key, week) DO UPDATE
-                SET events = f.events + excluded.events,
-                    first_seen = least(f.first_seen, excluded.first_seen),
-                    last_seen = greatest(f.last_seen, excluded.last_seen)
-              RETURNING cluster, node, gpu_key, kind, code_key, week, (xmax = 0) AS new_week
-            ), series AS (
-              SELECT a.cluster, a.node, a.gpu_key, a.kind, a.code_key, min(a.role) AS role, min(a.outcome) AS outcome,
-                     min(a.scope) AS scope, sum(a.n) AS n, count(*) FILTER (WHERE w.new_week) AS new_weeks,
-                     min(a.first_seen) AS first_seen, max(a.last_seen) AS last_seen
-              FROM agg a JOIN wk w USING (cluster, node, gpu_key, kind, code_key, week)
-              GROUP BY 1, 2, 3, 4, 5
-            ), up AS (
-              INSERT INTO attribution.fault_series AS s
-                (cluster, node, gpu_key, kind, code_key, role, outcome, scope, events, weeks, first_seen, last_seen)
-              SELECT cluster, node, gpu_key, kind, code_key, role, outcome, scope, n, new_weeks, first_seen, last_seen
-              FROM series ORDER BY cluster, node, gpu_key, kind, code_key
-              ON CONFLICT (cluster, node, gpu_key, kind, code_key) DO UPDATE
-                SET events = s.events + excluded.events,
-                    weeks = s.weeks + excluded.weeks,
-                    first_seen = least(s.first_seen, excluded.first_seen),
-                    last_seen = greatest(s.last_seen, excluded.last_seen)
-              RETURNING 1
-            )
-            SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM up)""")).first()[0]
-        # the link on the job's side (job_events, by job_id) and on the event's (event_jobs, by node_key)
-        linked = 0 if not link else c.execute(text("""
-            WITH l AS (
-              INSERT INTO attribution.job_events (job_id, job_ref, node_key, event_id, event_time)
-              SELECT :jid, :job, e.node_key, e.id, e.occurred_at
-              FROM _in_events i JOIN attribution.events e
-                ON e.node_key = i.node_key AND e.fingerprint = i.fingerprint AND e.occurred_at = i.occurred_at
-              ORDER BY e.id
-              ON CONFLICT (job_id, job_ref, event_id) DO NOTHING
-              RETURNING node_key, event_id, event_time
-            ), ej AS (
-              INSERT INTO attribution.event_jobs (node_key, event_id, event_time, job_id, job_ref)
-              SELECT node_key, event_id, event_time, :jid, :job FROM l ORDER BY node_key, event_id
-              ON CONFLICT (node_key, event_id, job_ref) DO NOTHING
-              RETURNING 1
-            ) SELECT (SELECT count(*) FROM l), (SELECT count(*) FROM ej)"""),
-            {"jid": self.job.job_id, "job": self.job.id}).first()[0]
+        params = {"jid": self.job.job_id, "job": self.job.id}
+        inserted = c.execute(text(_INSERT_EVENTS.format(links=_NEW_LINKS if link else "")), params).all()
+        linked = len(inserted) if link else 0
+        if link and len(inserted) < len(ordered):  # some were stored before (another job's, an earlier piece)
+            linked += int(c.execute(text(_OLD_LINKS), params).scalar_one())
         c.execute(text("TRUNCATE _in_events"))
-        return int(new), int(linked)
+        if link:
+            ids = {(r[1], bytes(r[2]), r[3]): r[0] for r in inserted}
+            self._linked_batches.append((ordered, [ids.get(k) for k in keys]))
+        return len(inserted), linked
+
+    def stored_events(self) -> tuple[list[Event], dict[tuple, int]]:
+        """Every event linked to the job and their ids by (rule, location, kind, line). A job this transaction
+        created and whose every event was new to the store has exactly the events it just stored: those are
+        taken from the rows as they were written (codec.event_from_stored), not read back."""
+        if self.created and len(self._linked_batches) == 1 and None not in self._linked_batches[0][1]:
+            ordered, ids = self._linked_batches[0]
+            events = [event_from_stored(r) for r in ordered]
+            return events, {(r[16], r[17], r[7], r[19]): i for r, i in zip(ordered, ids)}
+        rows = job_event_rows(self.conn, self.job.job_id, self.job.id, EVENT_ROW + ", e.id")
+        return [event_from_row(r[:-1]) for r in rows], {(r[2], r[4], r[0], r[5]): r[-1] for r in rows}
 
     def events(self) -> list[Event]:
-        rows = job_event_rows(self.conn, self.job.job_id, self.job.id, EVENT_ROW)
-        return [event_from_row(r) for r in rows]
+        return self.stored_events()[0]

@@ -58,6 +58,8 @@ class JobRow:
         self.ctx = ctx
         self.source = source
         self.precedence = CONTEXT_PRECEDENCE.get(source, 1)
+        self.created = False
+        self._linked_batches = []
         if job is not None:
             self.job = job
             self.contended = False
@@ -97,8 +99,9 @@ class JobRow:
 
     def attribute(self, ruleset, correlate, render) -> tuple[int, bool, Verdict]:
         """Compute the job's verdict from everything stored for it and save it (after claim_attribution)."""
-        verdict = correlate(ruleset, self.stored_context(), self.events(), self.coverage())
-        vid, changed = self.save_verdict(verdict, render(verdict))
+        events, ids = self.stored_events()
+        verdict = correlate(ruleset, self.stored_context(), events, self.coverage())
+        vid, changed = self.save_verdict(verdict, render(verdict), ids)
         self.conn.execute(text("UPDATE attribution.jobs SET attributed_seq = greatest(attributed_seq, :s) "
                                "WHERE job_id = :jid AND id = :id"), self._key(s=self._claimed_seq))
         return vid, changed, verdict
@@ -132,6 +135,7 @@ class JobRow:
                 "state, exit_code, failed_node, nodes, gpus_per_node, context, context_source, context_precedence) "
                 "VALUES (:c, :j, :s, :e, :u, :jn, :p, :st, :x, :f, :n, :g, CAST(:doc AS jsonb), :src, :prec) "
                 "RETURNING id"), values).scalar_one()
+            self.created = True
             return JobRef(new_id, ctx.cluster, ctx.job_id, start)
         ref, stored_start, stored_precedence = row
         if self.precedence >= stored_precedence:  # a context without a job name (a node's) keeps the known one

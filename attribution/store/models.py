@@ -53,7 +53,6 @@ NAMING = {
 DISTRIBUTION: dict[str, tuple[str, str | None] | None] = {
     "jobs": ("job_id", None),
     "verdicts": ("job_id", "jobs"),
-    "verdict_symptoms": ("job_id", "jobs"),
     "job_events": ("job_id", "jobs"),
     "coverage": ("job_id", "jobs"),
     "events": ("node_key", None),
@@ -172,8 +171,8 @@ class Event(Base):
 
 
 class JobEvent(Base):
-    """Which job saw which event, and the role the event plays in that job's current verdict; stored with the job
-    (by job_id). `node_key` says where the event is. No foreign key to events: a month of events is dropped with
+    """Which job saw which event; stored with the job (by job_id). The event's role in the job is its current
+    verdict's (Verdict.cause_event_ids, symptom_event_ids: docs/store.md). `node_key` says where the event is. No foreign key to events: a month of events is dropped with
     its links (attribution.store.retention)."""
 
     __tablename__ = "job_events"
@@ -189,7 +188,6 @@ class JobEvent(Base):
     node_key: Mapped[str] = mapped_column(Text)
     event_id: Mapped[int] = mapped_column(BigInteger)
     event_time: Mapped[datetime] = mapped_column(TS)
-    role_in_job: Mapped[str] = mapped_column(Text, server_default=text("'unattributed'"))
 
 
 class EventJob(Base):
@@ -244,20 +242,12 @@ class Verdict(Base):
     #: the document's `cost` (what the failure lost), kept beside it (0007) so that lost_gpu_hours and its reader
     #: need no right on the whole document
     cost: Mapped[dict | None] = mapped_column(JSONB, Computed("document -> 'cost'", persisted=True))
-
-
-class VerdictSymptom(Base):
-    __tablename__ = "verdict_symptoms"
-    __table_args__ = (
-        PrimaryKeyConstraint("job_id", "verdict_id", "event_id"),
-        ForeignKeyConstraint(["job_id", "verdict_id"], ["attribution.verdicts.job_id", "attribution.verdicts.id"],
-                             ondelete="CASCADE"),
-    )
-
-    job_id: Mapped[str] = mapped_column(Text)
-    verdict_id: Mapped[int] = mapped_column(BigInteger)
-    event_id: Mapped[int] = mapped_column(BigInteger)
-    explained_by: Mapped[str | None] = mapped_column(Text)
+    #: the roles of the job's events in this verdict (0017): its causes' event ids (root first, as the verdict
+    #: lists them; NULL for a verdict that was no longer current before 0017), its symptoms' and, in the same
+    #: order, what explains each ("root_cause", an explaining event's reference, or NULL)
+    cause_event_ids: Mapped[list[int] | None] = mapped_column(ARRAY(BigInteger))
+    symptom_event_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), server_default=text("'{}'"))
+    symptom_explained_by: Mapped[list[str | None]] = mapped_column(ARRAY(Text), server_default=text("'{}'"))
 
 
 class CoverageRecord(Base):
@@ -480,7 +470,7 @@ class InboxReport(Base):
 
 
 __all__ = ["Base", "AlertCursor", "InboxReport", "AlertKey", "SCHEMA", "DISTRIBUTION", "Job", "Event", "JobEvent", "EventJob",
-           "Verdict", "VerdictSymptom", "CoverageRecord", "FaultWeek",
+           "Verdict", "CoverageRecord", "FaultWeek",
            "RulePack", "FaultSeries", "FailedRoot", "DrainPolicy", "DrainCondition", "NodeResume", "DrainAction"]
 
 
