@@ -123,7 +123,7 @@ def _store_group(ruleset, engine, pieces: list, res: DrainResult, stored_jobs: d
             if not store_inbox.take(conn, row.job_id, row.digest):
                 out.append(None)  # another drain stored it
                 continue
-            s, _, _ = store_piece(conn, report.context, inside, outside, list(report.coverage), report.source,
+            s, _, _, _ = store_piece(conn, report.context, inside, outside, list(report.coverage), report.source,
                                   report.telemetry, None, report.evidence, kept)
             out.append((report.context, s.job))
         save_kept(conn, kept)

@@ -139,11 +139,21 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     def store(conn):
         if claim is not None and not claim(conn):
             raise Taken(f"{ctx.cluster}/{ctx.job_id}: taken by another process")
-        s, new, linked = store_piece(conn, ctx, inside, outside, coverage, source, telemetry, evidence,
-                                     evidence_piece)
+
+        def ahead(session, batch):
+            # alone: store and attribute in one transaction; a job new with this piece gets its verdict
+            # correlated from the events in hand while the server stores them (used only if every one of them
+            # was new to the store, JobEvents.fresh)
+            if attribute and not session.contended and session.claim_attribution():
+                return True, session.attribute_ahead(ruleset, correlate, verdict_to_dict, batch)
+            return False, None
+
+        s, new, linked, (alone, early) = store_piece(conn, ctx, inside, outside, coverage, source, telemetry,
+                                                     evidence, evidence_piece, ahead=ahead)
         done = None
-        if attribute and not s.contended and s.claim_attribution():  # alone: store and attribute in one transaction
-            done = s.attribute(ruleset, correlate, render_with_recurrence(conn, s.job.id, ctx, verdict_to_dict))
+        if alone:
+            done = s.attribute(ruleset, correlate, render_with_recurrence(conn, s.job.id, ctx, verdict_to_dict),
+                               early)
         return s.job, new, linked, done
 
     job, new, linked, done = in_transaction(engine, store, deadline=deadline)
@@ -173,15 +183,15 @@ def split_by_window(ruleset: RuleSet, ctx: ExecutionContext, events: list[Event]
 
 def store_piece(conn, ctx: ExecutionContext, inside: list[Event], outside: list[Event], coverage: list[Coverage],
                 source: str, telemetry=None, evidence: dict | None = None, evidence_piece: dict | None = None,
-                kept: dict | None = None):
-    """One report's writes in the caller's transaction, the job marked pending; (JobSession, new, linked).
-    `kept` ({job row id: [job, document]}): merge the evidence piece into that document instead of reading and
-    writing the job's evidence now; the caller saves it once for several reports of the job (save_kept)."""
+                kept: dict | None = None, ahead=None):
+    """One report's writes in the caller's transaction, the job marked pending; (JobSession, new, linked, what
+    `ahead` returned). `kept` ({job row id: [job, document]}): merge the evidence piece into that document
+    instead of reading and writing the job's evidence now; the caller saves it once for several reports of the
+    job (save_kept). `ahead(session, batch)`: called once the job is marked pending and its events' batch is
+    built, before they are stored (ingest claims the attribution there and correlates a new job meanwhile)."""
     from attribution.store.writer import JobSession
 
     s = JobSession(conn, ctx, source)
-    new, linked = s.add_events(inside)
-    new += s.add_events(outside, link=False)[0]
     s.set_coverage(coverage)
     if telemetry:  # {node: (prolog, epilog)} counter snapshots: their absolute values, for the fleet views
         s.set_counters(telemetry)
@@ -200,7 +210,11 @@ def store_piece(conn, ctx: ExecutionContext, inside: list[Event], outside: list[
         entry[1] = merge_piece(entry[1], f"{source}/{evidence_piece.get('reporter') or ''}",
                                dict(evidence_piece) | keep_telemetry(telemetry or {}))
     s.mark_pending()
-    return s, new, linked
+    batch = s.batch(inside)
+    early = ahead(s, batch) if ahead is not None else None
+    new, linked = s.add_events(inside, batch=batch)
+    new += s.add_events(outside, link=False)[0]
+    return s, new, linked, early
 
 
 def save_kept(conn, kept: dict) -> None:

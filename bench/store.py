@@ -61,15 +61,20 @@ def store_run(work: Path, name: str, rs, batches) -> dict:
     from attribution.store.links import node_key
     from attribution.store.writer import EVENT_COLUMNS
 
+    from bench.cpu import tree_cpu
+
     pg, engine, _ = database(work, name)
     try:
+        server0, client0 = tree_cpu(pg.pid()), time.process_time()
         t0 = time.perf_counter()
         for ctx, evs in batches:
             ingest(rs, engine, ctx, evs, [], "bundle")
         ingest_s = time.perf_counter() - t0
+        ingest_client, ingest_server = time.process_time() - client0, tree_cpu(pg.pid()) - server0
         n = sum(len(evs) for _, evs in batches)
         with engine.begin() as c:
             raw = c.connection.driver_connection
+            server0, client0 = tree_cpu(pg.pid()), time.process_time()
             t0 = time.perf_counter()
             with raw.cursor().copy(f"COPY attribution.events ({', '.join(EVENT_COLUMNS)}) FROM STDIN") as cp:
                 for ctx, evs in batches:
@@ -80,6 +85,7 @@ def store_run(work: Path, name: str, rs, batches) -> dict:
                                "fields": json.dumps(dict(e.fields), sort_keys=True)}
                         cp.write_row(tuple(row[c] if c in row else getattr(e, c) for c in EVENT_COLUMNS))
         copy_s = time.perf_counter() - t0  # including the commit
+        copy_client, copy_server = time.process_time() - client0, tree_cpu(pg.pid()) - server0
         with engine.connect() as c:
             stored = c.execute(text("SELECT count(*) FROM attribution.events")).scalar()
             verdicts = c.execute(text(
@@ -88,7 +94,8 @@ def store_run(work: Path, name: str, rs, batches) -> dict:
     finally:
         engine.dispose()
         pg.stop()
-    return {"ours": n / ingest_s, "copy": n / copy_s, "events": n, "stored": stored,
+    return {"ours": n / ingest_s, "copy": n / copy_s, "cpu_ratio": (copy_client + copy_server) / (ingest_client + ingest_server),
+            "cpu": {"ingest": (ingest_client, ingest_server), "copy": (copy_client, copy_server)}, "events": n, "stored": stored,
             "verdicts": [tuple(v) for v in verdicts]}
 
 
@@ -108,7 +115,9 @@ def bench_store(work: Path, quick: bool, repeat: int = 5) -> Result:
         got["load"] = f"{before} -> {loadavg()}"
         runs.append(got)
         print(f"   run {i + 1}: {got['ours']:,.0f} events/s, COPY {got['copy']:,.0f} rows/s, "
-              f"{got['ours'] / got['copy']:.3f} of COPY ({got['load']})", flush=True)
+              f"{got['ours'] / got['copy']:.3f} of COPY; CPU {got['cpu_ratio']:.3f} of COPY's (client + server seconds: "
+              f"ingest {got['cpu']['ingest'][0]:.1f} + {got['cpu']['ingest'][1]:.1f}, COPY {got['cpu']['copy'][0]:.1f} + "
+              f"{got['cpu']['copy'][1]:.1f}) ({got['load']})", flush=True)
     ratios = [r["ours"] / r["copy"] for r in runs]
     same = all(r["verdicts"] == runs[0]["verdicts"] for r in runs)
     assert same, "the runs' verdicts differ"

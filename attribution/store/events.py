@@ -30,7 +30,7 @@ def _int4(v: int | None) -> int | None:
 
 
 #: Events, rollups and (with `links`) the links of the events inserted, in one statement; returns the inserted
-#: events' (id, node_key, fingerprint, occurred_at).
+#: events' (id, fingerprint).
 _INSERT_EVENTS = f"""
     WITH ins AS (
       INSERT INTO attribution.events ({", ".join(EVENT_COLUMNS)})
@@ -79,7 +79,7 @@ _INSERT_EVENTS = f"""
             last_seen = greatest(s.last_seen, excluded.last_seen)
       RETURNING 1
     ){{links}}
-    SELECT id, node_key, fingerprint, occurred_at FROM ins"""
+    SELECT id, fingerprint FROM ins"""
 #: The links of the events just inserted, on the job's side (job_events, by job_id) and on the event's
 #: (event_jobs, by node_key); an event new to the store is new to the job.
 _NEW_LINKS = """, l AS (
@@ -110,6 +110,21 @@ _OLD_LINKS = """
     ) SELECT count(*) FROM l"""
 
 
+class Batch:
+    """Events as add_events writes them: `rows` (EVENT_COLUMNS order, fingerprint order) under their `keys`
+    (node_key, fingerprint, time); per row the Event in hand when it reads back equal to it (else None: its code
+    or rank did not fit), and, once stored and linked, its id when this transaction inserted it."""
+
+    __slots__ = ("keys", "rows", "_events", "ids")
+
+    def __init__(self, keys: list, rows: list, events: list) -> None:
+        self.keys, self.rows, self._events, self.ids = keys, rows, events, []
+
+    def events(self) -> list[Event]:
+        """The Events the rows read back as (codec.event_from_row of links.EVENT_ROW)."""
+        return [e if e is not None else event_from_stored(r) for r, e in zip(self.rows, self._events)]
+
+
 class JobEvents:
     """Storing and reading a job's events (part of writer.JobSession)."""
 
@@ -117,20 +132,15 @@ class JobEvents:
     ctx: ExecutionContext
     #: whether this transaction created the job's row (JobRow._find_or_create)
     created: bool
-    #: per add_events(link=True) call: the rows written (EVENT_COLUMNS order) and each one's id when this
-    #: transaction inserted it (None: it was stored before)
+    #: the batches add_events(link=True) stored in this transaction
     _linked_batches: list
+    #: whether _in_events holds rows of an earlier batch of this transaction
+    _in_events_used: bool
 
     # -- events ----------------------------------------------------------------------------------------------
-    def add_events(self, events: Sequence[Event], link: bool = True) -> tuple[int, int]:
-        """Store events (once each, whatever other jobs saw them) and, with `link`, link them to this job.
-        Events outside the job's window are stored for fleet trends without a link.
-        Returns (events new to the store, links new to this job).
-
-        One statement stores the events, counts them in the rollups and links those it inserted (their ids from
-        `INSERT ... RETURNING`); only when some were in the store already does a second one link those."""
-        if not events:
-            return 0, 0
+    def batch(self, events: Sequence[Event]) -> "Batch":
+        """The rows add_events writes for `events`: one per fingerprint (the last event of each), in fingerprint
+        order, with the Event each reads back as."""
         placement = self.ctx.end or datetime.now(UTC)
         rows = {}
         for ev in events:
@@ -138,42 +148,63 @@ class JobEvents:
             fp = fingerprint(self.ctx.cluster, ev, scope)
             occurred = ev.time or placement
             key = node_key(self.ctx.cluster, self.ctx.job_id, ev)
-            rows[(key, fp, occurred)] = (
+            code, rank = _int4(ev.code), _int4(ev.rank)
+            rows[(key, fp, occurred)] = ((
                 occurred, fp, self.ctx.cluster, ev.node, key, ev.source, ev.evidence, ev.kind, ev.role,
-                _int4(ev.code), ev.gpu, _int4(ev.rank),
+                code, ev.gpu, rank,
                 ev.time is not None, ev.outcome, ev.action, ev.severity, ev.rule, ev.location, ev.message, ev.line,
-                json.dumps(dict(ev.fields), sort_keys=True))
+                json.dumps(dict(ev.fields), sort_keys=True) if ev.fields else "{}"),
+                ev if code == ev.code and rank == ev.rank else None)
         keys = sorted(rows)
-        ordered = [rows[k] for k in keys]
+        return Batch(keys, [rows[k][0] for k in keys], [rows[k][1] for k in keys])
+
+    def add_events(self, events: Sequence[Event], link: bool = True, batch: "Batch | None" = None) -> tuple[int, int]:
+        """Store events (once each, whatever other jobs saw them) and, with `link`, link them to this job.
+        Events outside the job's window are stored for fleet trends without a link. `batch`: self.batch(events)
+        made already. Returns (events new to the store, links new to this job).
+
+        One statement stores the events, counts them in the rollups and links those it inserted (their ids from
+        `INSERT ... RETURNING`); only when some were in the store already does a second one link those."""
+        b = batch if batch is not None else self.batch(events)
+        if not b.rows:
+            return 0, 0
         c = self.conn
+        if self._in_events_used:  # an earlier batch of this transaction (it is emptied at commit otherwise)
+            c.execute(text("TRUNCATE _in_events"))
         c.execute(text(
             f"CREATE TEMP TABLE IF NOT EXISTS _in_events ON COMMIT DELETE ROWS AS "
             f"SELECT {', '.join(EVENT_COLUMNS)} FROM attribution.events WITH NO DATA"))
+        self._in_events_used = True
         raw = c.connection.driver_connection
         with raw.cursor().copy(f"COPY _in_events ({', '.join(EVENT_COLUMNS)}) FROM STDIN") as cp:
-            for r in ordered:
+            for r in b.rows:
                 cp.write_row(r)
         # no partition is made here: ingest never changes the database's shape (a time stamp no month partition
         # covers lands in events_default; `ensure_event_partitions` makes the coming year's ahead of time)
         params = {"jid": self.job.job_id, "job": self.job.id}
         inserted = c.execute(text(_INSERT_EVENTS.format(links=_NEW_LINKS if link else "")), params).all()
         linked = len(inserted) if link else 0
-        if link and len(inserted) < len(ordered):  # some were stored before (another job's, an earlier piece)
+        if link and len(inserted) < len(b.rows):  # some were stored before (another job's, an earlier piece)
             linked += int(c.execute(text(_OLD_LINKS), params).scalar_one())
-        c.execute(text("TRUNCATE _in_events"))
-        if link:
-            ids = {(r[1], bytes(r[2]), r[3]): r[0] for r in inserted}
-            self._linked_batches.append((ordered, [ids.get(k) for k in keys]))
+        if link:  # within one batch the fingerprint says the rest of the key (node_key and time follow from it)
+            ids = {bytes(r[1]): r[0] for r in inserted}
+            b.ids = [ids.get(k[1]) for k in b.keys]
+            self._linked_batches.append(b)
         return len(inserted), linked
 
+    def fresh(self) -> Batch | None:
+        """The one batch that is everything linked to the job, when this transaction created the job and every
+        event of it was new to the store (so stored exactly as in hand)."""
+        if self.created and len(self._linked_batches) == 1 and None not in self._linked_batches[0].ids:
+            return self._linked_batches[0]
+        return None
+
     def stored_events(self) -> tuple[list[Event], dict[tuple, int]]:
-        """Every event linked to the job and their ids by (rule, location, kind, line). A job this transaction
-        created and whose every event was new to the store has exactly the events it just stored: those are
-        taken from the rows as they were written (codec.event_from_stored), not read back."""
-        if self.created and len(self._linked_batches) == 1 and None not in self._linked_batches[0][1]:
-            ordered, ids = self._linked_batches[0]
-            events = [event_from_stored(r) for r in ordered]
-            return events, {(r[16], r[17], r[7], r[19]): i for r, i in zip(ordered, ids)}
+        """Every event linked to the job and their ids by (rule, location, kind, line). Of a fresh job (`fresh`)
+        they are the events in hand as they read back (Batch.events), not read back."""
+        b = self.fresh()
+        if b is not None:
+            return b.events(), {(r[16], r[17], r[7], r[19]): i for r, i in zip(b.rows, b.ids)}
         rows = job_event_rows(self.conn, self.job.job_id, self.job.id, EVENT_ROW + ", e.id")
         return [event_from_row(r[:-1]) for r in rows], {(r[2], r[4], r[0], r[5]): r[-1] for r in rows}
 

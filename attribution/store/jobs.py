@@ -60,6 +60,7 @@ class JobRow:
         self.precedence = CONTEXT_PRECEDENCE.get(source, 1)
         self.created = False
         self._linked_batches = []
+        self._in_events_used = False
         if job is not None:
             self.job = job
             self.contended = False
@@ -97,14 +98,36 @@ class JobRow:
         self._claimed_seq = seq
         return seq > done
 
-    def attribute(self, ruleset, correlate, render) -> tuple[int, bool, Verdict]:
-        """Compute the job's verdict from everything stored for it and save it (after claim_attribution)."""
+    def attribute(self, ruleset, correlate, render, ahead: "Ahead | None" = None) -> tuple[int, bool, Verdict]:
+        """Compute the job's verdict from everything stored for it and save it (after claim_attribution).
+        `ahead` (attribute_ahead, before the events were stored): its verdict when the job turned out fresh
+        (JobEvents.fresh: everything stored for it is what it computed from), else it is computed here."""
         events, ids = self.stored_events()
-        verdict = correlate(ruleset, self.stored_context(), events, self.coverage())
-        vid, changed = self.save_verdict(verdict, render(verdict), ids)
+        if ahead is not None and self.fresh() is ahead.batch:
+            verdict, doc = ahead.result()
+            doc = render(verdict, doc)
+        else:
+            verdict = correlate(ruleset, self.stored_context(), events, self.coverage())
+            doc = render(verdict)
+        vid, changed = self.save_verdict(verdict, doc, ids)
         self.conn.execute(text("UPDATE attribution.jobs SET attributed_seq = greatest(attributed_seq, :s) "
                                "WHERE job_id = :jid AND id = :id"), self._key(s=self._claimed_seq))
         return vid, changed, verdict
+
+    def attribute_ahead(self, ruleset, correlate, render, batch) -> "Ahead | None":
+        """For a job this transaction created, about to store `batch` (JobEvents.batch) as its first evidence:
+        start computing its verdict from the batch (`render`: the pure part of the document) in a worker thread,
+        so that correlating runs while the server stores the events. The job's stored context and coverage are
+        read first (set_coverage before this)."""
+        if not self.created or self._linked_batches or not batch.rows:
+            return None
+        ctx, coverage = self.stored_context(), self.coverage()
+        events = batch.events()
+
+        def compute():
+            verdict = correlate(ruleset, ctx, events, coverage)
+            return verdict, render(verdict)
+        return Ahead(batch, compute)
 
     def pending(self) -> bool:
         return bool(self.conn.execute(text("SELECT evidence_seq > attributed_seq FROM attribution.jobs "
@@ -152,6 +175,22 @@ class JobRow:
         doc = self.conn.execute(text("SELECT context FROM attribution.jobs WHERE job_id = :jid AND id = :id"),
                                 self._key()).scalar_one()
         return context_from_json(doc)
+
+
+class Ahead:
+    """A verdict being computed in a worker thread (JobRow.attribute_ahead): pure work over frozen values, no
+    connection; `result()` waits for it and raises what it raised."""
+
+    def __init__(self, batch, compute) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.batch = batch
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attribution-verdict")
+        self._future = pool.submit(compute)
+        pool.shutdown(wait=False)  # the thread ends with its one task
+
+    def result(self):
+        return self._future.result()
 
 
 def pending_jobs(conn: Connection) -> list[tuple[JobRef, ExecutionContext]]:

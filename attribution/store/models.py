@@ -172,14 +172,13 @@ class Event(Base):
 
 class JobEvent(Base):
     """Which job saw which event; stored with the job (by job_id). The event's role in the job is its current
-    verdict's (Verdict.cause_event_ids, symptom_event_ids: docs/store.md). `node_key` says where the event is. No foreign key to events: a month of events is dropped with
-    its links (attribution.store.retention)."""
+    verdict's (Verdict.cause_event_ids, symptom_event_ids: docs/store.md). `node_key` says where the event is.
+    No foreign key to events: a month of events is dropped with its links (attribution.store.retention); none
+    to jobs (0017: it was checked on every link of every ingest): retention deletes a job's links with it."""
 
     __tablename__ = "job_events"
     __table_args__ = (
         PrimaryKeyConstraint("job_id", "job_ref", "event_id"),
-        ForeignKeyConstraint(["job_id", "job_ref"], ["attribution.jobs.job_id", "attribution.jobs.id"],
-                             ondelete="CASCADE"),
         Index(None, "event_time"),
     )
 

@@ -61,9 +61,10 @@ def recurrence(conn: Connection, job_ref: int, ctx, verdict) -> dict | None:
 
 
 def render_with_recurrence(conn: Connection, job_ref: int, ctx, render):
-    """A verdict renderer (reports.render.verdict_to_dict) that adds `recurrence` to the document of a repeat."""
-    def rendered(verdict) -> dict:
-        doc = render(verdict)
+    """A verdict renderer (reports.render.verdict_to_dict) that adds `recurrence` to the document of a repeat;
+    given the document `render` made already (JobRow.attribute_ahead), it only adds that."""
+    def rendered(verdict, doc: dict | None = None) -> dict:
+        doc = render(verdict) if doc is None else doc
         again = recurrence(conn, job_ref, ctx, verdict)
         if again is not None:  # only then: a first failure's document is the verdict as diagnosed offline
             doc["recurrence"] = again

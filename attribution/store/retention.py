@@ -17,8 +17,8 @@ blocking ingest:
   again later in the run, then reported as left for the next run.
 - Rows before the cutoff in the month that holds it and in `events_default`, and job links before it, are
   deleted in small batches, each its own short transaction (row locks only).
-- Jobs that ended before the cutoff are deleted in batches; their verdicts, symptoms, coverage, counters and kept
-  evidence go with them (foreign keys with ON DELETE CASCADE).
+- Jobs that ended before the cutoff are deleted in batches with their links (job_events); their verdicts,
+  coverage, counters and kept evidence go with them (foreign keys with ON DELETE CASCADE).
 - Alert cooldown keys older than the cutoff are deleted.
 The rollups (fault_weeks, fault_series, failed_roots, failed_root_series), the drain audit (drain_actions), node
 resumes, drain policies and rule packs are kept: they are small and they are the fleet's history.
@@ -123,6 +123,23 @@ def _batched(engine: Engine, sql: str, params: dict, batch: int) -> int:
             return total
 
 
+def _delete_jobs(engine: Engine, cutoff: datetime, batch: int) -> int:
+    """Delete the jobs that ended before the cutoff, `batch` at a time, with their links (job_events has no
+    foreign key to jobs since 0017; the other per-job tables go by ON DELETE CASCADE). Returns the jobs deleted."""
+    total = 0
+    while True:
+        with engine.begin() as c:
+            n = c.execute(text(
+                f"WITH gone AS (DELETE FROM {S}.jobs WHERE (job_id, id) IN (SELECT job_id, id FROM {S}.jobs "
+                "WHERE coalesce(end_time, start_time) < :cut LIMIT :n) RETURNING job_id, id), "
+                f"links AS (DELETE FROM {S}.job_events je USING gone "
+                "WHERE je.job_id = gone.job_id AND je.job_ref = gone.id) "
+                "SELECT count(*) FROM gone"), {"cut": cutoff, "n": batch}).scalar_one()
+        total += n
+        if n < batch:
+            return total
+
+
 def prune(engine: Engine, cutoff: datetime, *, batch: int = 5000, lock_timeout_ms: int = 2000,
           tries: int = 3, progress=None) -> PruneResult:
     """Remove what is older than `cutoff` (see the module's doc). Safe to run again; returns what it removed."""
@@ -159,9 +176,7 @@ def prune(engine: Engine, cutoff: datetime, *, batch: int = 5000, lock_timeout_m
     res.event_links += _batched(engine, f"DELETE FROM {S}.event_jobs WHERE (node_key, event_id, job_ref) IN ("
                                         f"SELECT node_key, event_id, job_ref FROM {S}.event_jobs "
                                         "WHERE event_time < :cut LIMIT :n)", {"cut": cutoff}, batch)
-    res.jobs = _batched(engine, f"DELETE FROM {S}.jobs WHERE (job_id, id) IN (SELECT job_id, id FROM {S}.jobs "
-                                "WHERE coalesce(end_time, start_time) < :cut LIMIT :n)", {"cut": cutoff},
-                        max(1, batch // 10))
+    res.jobs = _delete_jobs(engine, cutoff, max(1, batch // 10))
     say(f"{res.jobs} job(s) ended before {cutoff:%Y-%m-%d}")
     with engine.begin() as c:
         res.alert_keys = c.execute(text(f"DELETE FROM {S}.alert_keys WHERE sent_at < :cut"),

@@ -4,6 +4,9 @@ on every link of the job at every verdict: the bimodal 25-315 ms UPDATE of issue
 table (one row per symptom per verdict). Neither was read by any view or command; an event's role in a job is
 now its current verdict's (docs/store.md "Roles of a job's events").
 
+`job_events` loses its foreign key to `jobs` (checked for every link of every ingest: ~20 ms of server CPU per
+2,000 links); a job's links are deleted with the job by retention (store/retention.prune), as `event_jobs`' are.
+
 Backfill: every verdict's symptoms from verdict_symptoms; the causes of each job's current verdict from its links'
 roles (role_in_job said the current verdict's roles only, so an older verdict's causes were never stored: NULL).
 The downgrade puts verdict_symptoms and role_in_job (from the current verdicts) back, with 0002/0006's grants.
@@ -52,7 +55,8 @@ UPDATE {S}.verdicts v SET cause_event_ids = coalesce((
     WHERE je.job_id = j.job_id AND je.job_ref = j.id AND je.role_in_job IN ('cause', 'root_cause')), '{{}}')
   FROM {S}.jobs j WHERE j.job_id = v.job_id AND j.current_verdict_id = v.id;
 DROP TABLE {S}.verdict_symptoms;
-ALTER TABLE {S}.job_events DROP COLUMN role_in_job;""")
+ALTER TABLE {S}.job_events DROP COLUMN role_in_job,
+  DROP CONSTRAINT fk_job_events_job_id_job_ref_jobs;""")
 
 
 def downgrade() -> None:
@@ -66,7 +70,11 @@ INSERT INTO {S}.verdict_symptoms (job_id, verdict_id, event_id, explained_by)
   SELECT DISTINCT ON (v.job_id, v.id, s.event_id) v.job_id, v.id, s.event_id, s.explained_by
   FROM {S}.verdicts v, unnest(v.symptom_event_ids, v.symptom_explained_by) AS s(event_id, explained_by)
   ORDER BY v.job_id, v.id, s.event_id;
-ALTER TABLE {S}.job_events ADD COLUMN role_in_job text NOT NULL DEFAULT 'unattributed';
+DELETE FROM {S}.job_events je WHERE NOT EXISTS (
+  SELECT 1 FROM {S}.jobs j WHERE j.job_id = je.job_id AND j.id = je.job_ref);
+ALTER TABLE {S}.job_events ADD COLUMN role_in_job text NOT NULL DEFAULT 'unattributed',
+  ADD CONSTRAINT fk_job_events_job_id_job_ref_jobs FOREIGN KEY (job_id, job_ref) REFERENCES {S}.jobs (job_id, id)
+    ON DELETE CASCADE;
 UPDATE {S}.job_events je SET role_in_job = {ROLE}
   FROM {S}.jobs j JOIN {S}.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id
   WHERE j.job_id = je.job_id AND j.id = je.job_ref AND {ROLE} <> 'unattributed';
