@@ -35,8 +35,8 @@ pytestmark = pytest.mark.slow  # database roles, grants and migrations on real s
 
 WRITER, READER, SUBMITTER = "attribution_writer", "attribution_reader", "attribution_submitter"
 #: What ingest writes (attribution/store/writer.py); 0004 added the two rollups after 0002, 0010 the evidence kept
-#: for replay, 0007 event_jobs, 0012 failed_root_series.
-INGEST_TABLES = {"jobs", "events", "job_events", "verdicts", "verdict_symptoms", "coverage", "fault_weeks",
+#: for replay, 0007 event_jobs, 0012 failed_root_series; 0017 dropped verdict_symptoms (the roles are on the verdict).
+INGEST_TABLES = {"jobs", "events", "job_events", "verdicts", "coverage", "fault_weeks",
                  "rule_packs", "fault_series", "failed_roots", "device_counters", "job_evidence", "event_jobs",
                  "failed_root_series"}
 #: What the central drain reads and deletes as the writer (0018: the nodes' inbox); the writer deletes nowhere else.
@@ -136,20 +136,21 @@ M7_STATEMENTS = [
     "UPDATE attribution.events SET handled_at = now()",  # would hide a node's evidence from the drain plan
     "UPDATE attribution.events SET evidence = 'system'",  # would launder job output
     "UPDATE attribution.verdicts SET outcome = 'none', culprit_nodes = '{}'",  # would rewrite past verdicts
-    "UPDATE attribution.verdict_symptoms SET explained_by = NULL",
+    "UPDATE attribution.verdicts SET symptom_event_ids = '{}', cause_event_ids = '{}'",  # a past verdict's roles
     "UPDATE attribution.job_events SET event_time = now()",
+    "UPDATE attribution.job_events SET node_key = 'elsewhere'",  # 0017: ingest updates no link
 ]
 
 
 def test_m7_writer_cannot_update_handled_at_or_past_verdicts(ruleset, store, pg_url):
-    """Column-level grants (0006): the writer may update what ingest updates (job rows, coverage, rollups, a
-    link's role in its job) and nothing of stored events or past verdicts."""
+    """Column-level grants (0006): the writer may update what ingest updates (job rows, coverage, rollups) and
+    nothing of stored events, links or past verdicts (the roles of a job's events are its verdict's, 0017)."""
     ingest_bundle(ruleset, store, INCIDENTS / "01-xid79-fallen-off-bus")
     with login_role(pg_url, WRITER) as role, _connect_as(pg_url, role) as c:
         for stmt in M7_STATEMENTS:
             with pytest.raises(errors.InsufficientPrivilege):
                 c.execute(stmt)
-        c.execute("UPDATE attribution.job_events SET role_in_job = role_in_job")  # what _save_roles does
+        c.execute("UPDATE attribution.jobs SET evidence_seq = evidence_seq")  # what mark_pending does
 
 
 DDL = [

@@ -10,19 +10,26 @@ from collections import Counter
 from sqlalchemy import text
 
 JOB_KEY = "j.cluster, j.job_id, j.start_time"
+#: A link's role in its job's current verdict (over je, v), as docs/store.md "Roles of a job's events" says it.
+ROLE_IN_JOB = ("CASE WHEN je.event_id = v.root_event_id THEN 'root_cause' "
+               "WHEN je.event_id = ANY (v.cause_event_ids) THEN 'cause' "
+               "WHEN je.event_id = ANY (v.symptom_event_ids) THEN 'symptom' ELSE 'unattributed' END")
 QUERIES = {
     "jobs": f"SELECT {JOB_KEY}, j.end_time, j.state, j.exit_code, j.nodes, j.context::text, j.context_source "
             "FROM attribution.jobs j",
     "events": "SELECT encode(fingerprint, 'hex'), occurred_at, cluster, node, source, kind, role, code, gpu, rank, "
               "time_exact, rule, location, message, line, fields::text FROM attribution.events",
-    "job_events": f"SELECT {JOB_KEY}, encode(e.fingerprint, 'hex'), e.occurred_at, je.role_in_job "
+    # each link with its event's role in the job's current verdict (docs/store.md "Roles of a job's events")
+    "job_events": f"SELECT {JOB_KEY}, encode(e.fingerprint, 'hex'), e.occurred_at, {ROLE_IN_JOB} "
                   "FROM attribution.job_events je JOIN attribution.jobs j ON j.id = je.job_ref "
+                  "LEFT JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id "
                   "JOIN attribution.events e ON e.id = je.event_id AND e.occurred_at = je.event_time",
     "verdicts": f"SELECT {JOB_KEY}, v.outcome, v.confidence, v.action, v.root_kind, v.root_code, v.root_node, "
                 "v.root_gpu, v.culprit_nodes, v.input_digest, v.id = j.current_verdict_id "
                 "FROM attribution.verdicts v JOIN attribution.jobs j ON j.id = v.job_ref",
     "verdict_symptoms": f"SELECT {JOB_KEY}, encode(e.fingerprint, 'hex'), vs.explained_by "
-                        "FROM attribution.verdict_symptoms vs JOIN attribution.verdicts v ON v.id = vs.verdict_id "
+                        "FROM attribution.verdicts v "
+                        "CROSS JOIN unnest(v.symptom_event_ids, v.symptom_explained_by) AS vs(event_id, explained_by) "
                         "JOIN attribution.jobs j ON j.id = v.job_ref JOIN attribution.events e ON e.id = vs.event_id",
     "coverage": f"SELECT {JOB_KEY}, c.source, c.node_key, c.file_key, c.status, c.lines, c.reason, c.notes "
                 "FROM attribution.coverage c JOIN attribution.jobs j ON j.id = c.job_ref",
@@ -46,10 +53,10 @@ INVARIANTS = {
         "ON v.id = j.current_verdict_id AND v.job_ref = j.id WHERE j.current_verdict_id IS NOT NULL AND v.id IS NULL",
     "verdict without its job":
         "SELECT v.id FROM attribution.verdicts v LEFT JOIN attribution.jobs j ON j.id = v.job_ref WHERE j.id IS NULL",
-    "symptom of a missing verdict or event":
-        "SELECT vs.verdict_id FROM attribution.verdict_symptoms vs LEFT JOIN attribution.verdicts v "
-        "ON v.id = vs.verdict_id LEFT JOIN attribution.events e ON e.id = vs.event_id "
-        "WHERE v.id IS NULL OR e.id IS NULL",
+    "symptom or cause of a missing event":
+        "SELECT v.id FROM attribution.verdicts v "
+        "CROSS JOIN unnest(v.symptom_event_ids || coalesce(v.cause_event_ids, '{}')) AS r(event_id) "
+        "LEFT JOIN attribution.events e ON e.id = r.event_id WHERE e.id IS NULL",
     "link to a missing job or event":
         "SELECT je.job_ref FROM attribution.job_events je LEFT JOIN attribution.jobs j ON j.id = je.job_ref "
         "LEFT JOIN attribution.events e ON e.id = je.event_id AND e.occurred_at = je.event_time "

@@ -192,8 +192,9 @@ def test_failed_job_with_an_xid79_on_node2_ends_as_gpu_hardware_on_node2(cluster
     assert v[1] == ["node2"] and v[2] == "gpu_fallen_off_bus" and v[3] == "node2"
     with db.connect() as c:
         symptoms = c.execute(text(
-            "SELECT e.kind, vs.explained_by FROM attribution.verdict_symptoms vs "
-            "JOIN attribution.events e ON e.id = vs.event_id WHERE vs.verdict_id = :v"), {"v": v[4]}).all()
+            "SELECT e.kind, vs.explained_by FROM attribution.verdicts v "
+            "CROSS JOIN unnest(v.symptom_event_ids, v.symptom_explained_by) AS vs(event_id, explained_by) "
+            "JOIN attribution.events e ON e.id = vs.event_id WHERE v.id = :v"), {"v": v[4]}).all()
         sources = dict(c.execute(text("SELECT context_source, state FROM attribution.jobs WHERE job_id = :j"),
                                  {"j": job}).all())
     kinds = {k for k, _ in symptoms}

@@ -23,7 +23,7 @@ from attribution.store import migrate
 from tests.conftest import INCIDENTS, ROOT
 
 UTC = timezone.utc
-TABLES = ("jobs", "events", "job_events", "verdicts", "verdict_symptoms", "coverage", "fault_weeks")
+TABLES = ("jobs", "events", "job_events", "verdicts", "coverage", "fault_weeks")
 
 
 def counts(engine) -> dict[str, int]:
@@ -441,3 +441,66 @@ def test_rollups_equal_a_recount_from_the_raw_tables(ruleset, store, tmp_path):
         assert c.execute(text("SELECT count(*) FROM attribution.failed_root_series WHERE jobs > 0")).scalar() > 0
         assert c.execute(text("SELECT count(*) FROM attribution.fault_series")).scalar() > 0
     assert (weeks_vs_series, weeks_vs_events, roots, root_series) == (0, 0, 0, 0)
+
+
+#: An event's role in its job (docs/store.md "Roles of a job's events"): the current verdict's.
+ROLES = """
+SELECT e.kind, e.node, CASE WHEN je.event_id = v.root_event_id THEN 'root_cause'
+                            WHEN je.event_id = ANY (v.cause_event_ids) THEN 'cause'
+                            WHEN je.event_id = ANY (v.symptom_event_ids) THEN 'symptom'
+                            ELSE 'unattributed' END AS role_in_job, je.event_id
+FROM attribution.jobs j
+JOIN attribution.verdicts v ON v.job_id = j.job_id AND v.id = j.current_verdict_id
+JOIN attribution.job_events je ON je.job_id = j.job_id AND je.job_ref = j.id
+JOIN attribution.events e ON e.node_key = je.node_key AND e.id = je.event_id
+WHERE j.cluster = :c AND j.job_id = :j"""
+
+
+def test_the_verdict_says_each_events_role_in_its_job(ruleset, store):
+    """Incident 01: the Xid 79 line is the root cause, the NCCL watchdogs and the Xid 45 teardown are its symptoms
+    (expected.yaml's notes), and as many links are symptoms as the verdict lists."""
+    ingest_bundle(ruleset, store, INCIDENTS / "01-xid79-fallen-off-bus")
+    ctx = yaml.safe_load((INCIDENTS / "01-xid79-fallen-off-bus" / "context.yaml").read_text())
+    with store.connect() as c:
+        rows = c.execute(text(ROLES), {"c": ctx["cluster"], "j": str(ctx["job_id"])}).all()
+    doc = current_document(store, ctx["cluster"], str(ctx["job_id"]))
+    roots = [(k, n) for k, n, role, _ in rows if role == "root_cause"]
+    assert roots == [("gpu_fallen_off_bus", "hx-gpu019")]
+    kinds = {(k, role) for k, _, role, _ in rows if k in ("nccl_watchdog_timeout", "xid_45_cleanup")}
+    assert kinds == {("nccl_watchdog_timeout", "symptom"), ("xid_45_cleanup", "symptom")}
+    assert sum(role == "symptom" for _, _, role, _ in rows) == len(doc["symptoms"]) > 0
+
+
+def test_verdict_roles_migration_keeps_the_roles_both_ways(ruleset, store):
+    """0017 moves the roles from job_events.role_in_job and verdict_symptoms onto the verdict; its downgrade puts
+    them back with the same values, and upgrading again gives the arrays they came from."""
+    ingest_bundle(ruleset, store, INCIDENTS / "01-xid79-fallen-off-bus")
+    ctx = yaml.safe_load((INCIDENTS / "01-xid79-fallen-off-bus" / "context.yaml").read_text())
+    key = {"c": ctx["cluster"], "j": str(ctx["job_id"])}
+    arrays = ("SELECT v.root_event_id, v.cause_event_ids, v.symptom_event_ids, v.symptom_explained_by "
+              "FROM attribution.verdicts v JOIN attribution.jobs j ON j.job_id = v.job_id "
+              "AND j.current_verdict_id = v.id WHERE j.cluster = :c AND j.job_id = :j")
+    with store.connect() as c:
+        roles = {(k, n, i): r for k, n, r, i in c.execute(text(ROLES), key)}
+        before = c.execute(text(arrays), key).one()
+    migrate.downgrade(store, "0016")
+    try:
+        with store.connect() as c:
+            old = {(k, n, i): r for k, n, r, i in c.execute(text(
+                "SELECT e.kind, e.node, je.role_in_job, je.event_id FROM attribution.job_events je "
+                "JOIN attribution.jobs j ON j.job_id = je.job_id AND j.id = je.job_ref "
+                "JOIN attribution.events e ON e.id = je.event_id WHERE j.cluster = :c AND j.job_id = :j"), key)}
+            symptoms = dict(c.execute(text(
+                "SELECT s.event_id, s.explained_by FROM attribution.verdict_symptoms s JOIN attribution.jobs j "
+                "ON j.job_id = s.job_id AND j.current_verdict_id = s.verdict_id "
+                "WHERE j.cluster = :c AND j.job_id = :j"), key).all())
+    finally:
+        migrate.upgrade(store)
+    assert old == roles
+    assert symptoms == dict(zip(before.symptom_event_ids, before.symptom_explained_by))
+    with store.connect() as c:
+        after = c.execute(text(arrays), key).one()
+    assert after.root_event_id == before.root_event_id
+    assert set(after.cause_event_ids) == set(before.cause_event_ids)
+    assert sorted(after.symptom_event_ids) == sorted(before.symptom_event_ids)
+    assert dict(zip(after.symptom_event_ids, after.symptom_explained_by)) == symptoms
