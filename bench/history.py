@@ -94,8 +94,8 @@ def fill(engine: Engine, start_index: int, count: int, events_per_job: int = EVE
             RETURNING node_key, id, occurred_at, role,
                       split_part(location, '\\:', 2)::bigint / {per_job} AS job_no
             ), links AS (
-            INSERT INTO attribution.job_events (job_id, job_ref, node_key, event_id, event_time, role_in_job)
-            SELECT j.job_id, j.id, ins.node_key, ins.id, ins.occurred_at, 'cause'
+            INSERT INTO attribution.job_events (job_id, job_ref, node_key, event_id, event_time)
+            SELECT j.job_id, j.id, ins.node_key, ins.id, ins.occurred_at
             FROM ins JOIN attribution.jobs j ON j.cluster = 'fleet' AND j.job_id = ins.job_no::text
             WHERE ins.role = 'cause'
             RETURNING job_id, job_ref, node_key, event_id, event_time
@@ -117,10 +117,10 @@ def fill(engine: Engine, start_index: int, count: int, events_per_job: int = EVE
               -- made when the job ended, as ingest makes it
               INSERT INTO attribution.verdicts (job_id, job_ref, created_at, outcome, confidence, action, root_event_id,
                                                 root_kind, root_code, root_node, root_gpu, root_time, culprit_nodes,
-                                                explanation, rules_version, input_digest, document)
+                                                explanation, rules_version, input_digest, document, cause_event_ids)
               SELECT job_id, job_ref, end_time, outcome, 'high', 'drain_node', id, kind, code, node, gpu, occurred_at,
                      ARRAY[node],
-                     'generated', 'bench', md5(job_ref::text), '{}'::jsonb
+                     'generated', 'bench', md5(job_ref::text), '{}'::jsonb, ARRAY[id]
               FROM roots RETURNING id, job_id, job_ref, outcome
             )
             UPDATE attribution.jobs j SET current_verdict_id = v.id, current_outcome = v.outcome FROM v
