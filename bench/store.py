@@ -119,21 +119,29 @@ def bench_store(work: Path, quick: bool, repeat: int = 5) -> Result:
               f"ingest {got['cpu']['ingest'][0]:.1f} + {got['cpu']['ingest'][1]:.1f}, COPY {got['cpu']['copy'][0]:.1f} + "
               f"{got['cpu']['copy'][1]:.1f}) ({got['load']})", flush=True)
     ratios = [r["ours"] / r["copy"] for r in runs]
+    cpu = [r["cpu_ratio"] for r in runs]
     same = all(r["verdicts"] == runs[0]["verdicts"] for r in runs)
     assert same, "the runs' verdicts differ"
     assert len(runs[0]["verdicts"]) == jobs, "a job without a verdict"
-    spread = max(ratios) / min(ratios) - 1
+    spread, cpu_spread = max(ratios) / min(ratios) - 1, max(cpu) / min(cpu) - 1
     mid = sorted(range(repeat), key=lambda i: ratios[i])[repeat // 2]
     med = runs[mid]
     n = med["events"]
     met = min(ratios) >= 0.5 and spread <= 0.2 and same
+    per_job = {k: [sum(r["cpu"][k][i] for r in runs) / repeat / jobs * 1000 for i in (0, 1)]
+               for k in ("ingest", "copy")}
     return Result(f"3. store: {n:,} events in {jobs} jobs through ingest (dedup, links, rollups, re-attribution, "
                   f"verdict), {repeat} runs in a row", f"{med['ours']:,.0f} events/s (median run)",
                   f"COPY of the same rows, building them inside the timer: {med['copy']:,.0f} rows/s",
                   f"{ratios[mid]:.2f} of COPY (median; runs {', '.join(f'{r:.2f}' for r in ratios)}: spread "
-                  f"{spread * 100:.0f} %)", ">= 0.5 of COPY, runs within 20 %, same verdicts", met,
+                  f"{spread * 100:.0f} %); CPU {sorted(cpu)[repeat // 2]:.2f} of COPY's (runs "
+                  f"{', '.join(f'{r:.2f}' for r in cpu)}: spread {cpu_spread * 100:.0f} %)",
+                  ">= 0.5 of COPY, runs within 20 %, same verdicts", met,
                   [f"{med['stored']:,} rows in events after both (each run)",
                    f"verdicts: the same {len(runs[0]['verdicts'])} current verdicts (input digests) in every run",
+                   f"CPU per job of {n // jobs:,} events, client + server (the embedded server's process tree), "
+                   f"mean of the runs: ingest {per_job['ingest'][0]:.0f} + {per_job['ingest'][1]:.0f} ms, COPY of "
+                   f"the same rows {per_job['copy'][0]:.0f} + {per_job['copy'][1]:.0f} ms",
                    "load per run: " + "; ".join(r["load"] for r in runs)])
 
 
