@@ -134,8 +134,6 @@ class JobEvents:
     created: bool
     #: the batches add_events(link=True) stored in this transaction
     _linked_batches: list
-    #: whether _in_events holds rows of an earlier batch of this transaction
-    _in_events_used: bool
 
     # -- events ----------------------------------------------------------------------------------------------
     def batch(self, events: Sequence[Event]) -> "Batch":
@@ -169,12 +167,9 @@ class JobEvents:
         if not b.rows:
             return 0, 0
         c = self.conn
-        if self._in_events_used:  # an earlier batch of this transaction (it is emptied at commit otherwise)
-            c.execute(text("TRUNCATE _in_events"))
         c.execute(text(
             f"CREATE TEMP TABLE IF NOT EXISTS _in_events ON COMMIT DELETE ROWS AS "
             f"SELECT {', '.join(EVENT_COLUMNS)} FROM attribution.events WITH NO DATA"))
-        self._in_events_used = True
         raw = c.connection.driver_connection
         with raw.cursor().copy(f"COPY _in_events ({', '.join(EVENT_COLUMNS)}) FROM STDIN") as cp:
             for r in b.rows:
@@ -186,6 +181,7 @@ class JobEvents:
         linked = len(inserted) if link else 0
         if link and len(inserted) < len(b.rows):  # some were stored before (another job's, an earlier piece)
             linked += int(c.execute(text(_OLD_LINKS), params).scalar_one())
+        c.execute(text("TRUNCATE _in_events"))  # empty for the next batch of this transaction, whoever's it is
         if link:  # within one batch the fingerprint says the rest of the key (node_key and time follow from it)
             ids = {bytes(r[1]): r[0] for r in inserted}
             b.ids = [ids.get(k[1]) for k in b.keys]

@@ -60,7 +60,6 @@ class JobRow:
         self.precedence = CONTEXT_PRECEDENCE.get(source, 1)
         self.created = False
         self._linked_batches = []
-        self._in_events_used = False
         if job is not None:
             self.job = job
             self.contended = False
