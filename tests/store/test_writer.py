@@ -70,6 +70,36 @@ def test_an_event_is_stored_once_and_linked_once_per_job(store):
         assert s.events() == [ev]
 
 
+def test_two_jobs_stored_in_one_transaction_each_link_only_their_own_events(store):
+    """The batch table is emptied after each batch: a second job's session in the same transaction stores and
+    links its own event, and of a job new in this transaction its events are the ones in hand (JobEvents.fresh)."""
+    a, b = _ev(), _ev(node="n2", location="kern:9", message="GPU has fallen off n2")
+    with store.begin() as c:
+        first = JobSession(c, _ctx(), "node")
+        assert first.add_events([a]) == (1, 1)
+        second = JobSession(c, _ctx(job_id="4243"), "node")
+        assert second.add_events([b]) == (1, 1)
+        events, ids = second.stored_events()
+        assert second.fresh() is not None and events == [b] and len(ids) == 1
+    with store.connect() as c:
+        links = sorted(c.execute(text("SELECT je.job_id, e.node FROM attribution.job_events je "
+                                      "JOIN attribution.events e ON e.id = je.event_id")).all())
+    assert links == [("4242", "n1"), ("4243", "n2")]
+
+
+def test_a_job_stored_before_is_read_back_not_taken_from_the_events_in_hand(store):
+    """A second piece of a job (not created in its transaction) is not fresh: its events come from the store, the
+    first piece's included."""
+    a, b = _ev(), _ev(node="n2", location="kern:9", message="GPU has fallen off n2")
+    with store.begin() as c:
+        JobSession(c, _ctx(), "node").add_events([a])
+    with store.begin() as c:
+        s = JobSession(c, _ctx(), "node")
+        s.add_events([b])
+        assert s.fresh() is None
+        assert sorted(e.node for e in s.stored_events()[0]) == ["n1", "n2"]
+
+
 def test_only_node_faults_and_infrastructure_causes_reach_the_fleet_rollups(store):
     evs = [
         _ev(),
