@@ -26,7 +26,7 @@ def plan() -> list[tuple[str, str, str | None, str | None]]:
     anchors = [(t, "distributed", d[0], None) for t, d in DISTRIBUTION.items() if d is not None and d[1] is None]
     members = [(t, "distributed", d[0], d[1]) for t, d in DISTRIBUTION.items() if d is not None and d[1] is not None]
     # every member's foreign keys point at its anchor (none at another member: verdict_symptoms, which pointed at
-    # verdicts, is gone since 0017), so the members go in any order after the anchors
+    # verdicts, is gone since 0019), so the members go in any order after the anchors
     return refs + anchors + members
 
 

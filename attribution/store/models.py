@@ -174,7 +174,7 @@ class JobEvent(Base):
     """Which job saw which event; stored with the job (by job_id). The event's role in the job is its current
     verdict's (Verdict.cause_event_ids, symptom_event_ids: docs/store.md). `node_key` says where the event is.
     No foreign key to events: a month of events is dropped with its links (attribution.store.retention); none
-    to jobs (0017: it was checked on every link of every ingest): retention deletes a job's links with it."""
+    to jobs (0019: it was checked on every link of every ingest): retention deletes a job's links with it."""
 
     __tablename__ = "job_events"
     __table_args__ = (
@@ -241,8 +241,8 @@ class Verdict(Base):
     #: the document's `cost` (what the failure lost), kept beside it (0007) so that lost_gpu_hours and its reader
     #: need no right on the whole document
     cost: Mapped[dict | None] = mapped_column(JSONB, Computed("document -> 'cost'", persisted=True))
-    #: the roles of the job's events in this verdict (0017): its causes' event ids (root first, as the verdict
-    #: lists them; NULL for a verdict that was no longer current before 0017), its symptoms' and, in the same
+    #: the roles of the job's events in this verdict (0019): its causes' event ids (root first, as the verdict
+    #: lists them; NULL for a verdict that was no longer current before 0019), its symptoms' and, in the same
     #: order, what explains each ("root_cause", an explaining event's reference, or NULL)
     cause_event_ids: Mapped[list[int] | None] = mapped_column(ARRAY(BigInteger))
     symptom_event_ids: Mapped[list[int]] = mapped_column(ARRAY(BigInteger), server_default=text("'{}'"))

@@ -125,7 +125,7 @@ def _batched(engine: Engine, sql: str, params: dict, batch: int) -> int:
 
 def _delete_jobs(engine: Engine, cutoff: datetime, batch: int) -> int:
     """Delete the jobs that ended before the cutoff, `batch` at a time, with their links (job_events has no
-    foreign key to jobs since 0017; the other per-job tables go by ON DELETE CASCADE). Returns the jobs deleted."""
+    foreign key to jobs since 0019; the other per-job tables go by ON DELETE CASCADE). Returns the jobs deleted."""
     total = 0
     while True:
         with engine.begin() as c:

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.slow  # database roles, grants and migrations on real s
 
 WRITER, READER, SUBMITTER = "attribution_writer", "attribution_reader", "attribution_submitter"
 #: What ingest writes (attribution/store/writer.py); 0004 added the two rollups after 0002, 0010 the evidence kept
-#: for replay, 0007 event_jobs, 0012 failed_root_series; 0017 dropped verdict_symptoms (the roles are on the verdict).
+#: for replay, 0007 event_jobs, 0012 failed_root_series; 0019 dropped verdict_symptoms (the roles are on the verdict).
 INGEST_TABLES = {"jobs", "events", "job_events", "verdicts", "coverage", "fault_weeks",
                  "rule_packs", "fault_series", "failed_roots", "device_counters", "job_evidence", "event_jobs",
                  "failed_root_series"}
@@ -138,13 +138,13 @@ M7_STATEMENTS = [
     "UPDATE attribution.verdicts SET outcome = 'none', culprit_nodes = '{}'",  # would rewrite past verdicts
     "UPDATE attribution.verdicts SET symptom_event_ids = '{}', cause_event_ids = '{}'",  # a past verdict's roles
     "UPDATE attribution.job_events SET event_time = now()",
-    "UPDATE attribution.job_events SET node_key = 'elsewhere'",  # 0017: ingest updates no link
+    "UPDATE attribution.job_events SET node_key = 'elsewhere'",  # 0019: ingest updates no link
 ]
 
 
 def test_m7_writer_cannot_update_handled_at_or_past_verdicts(ruleset, store, pg_url):
     """Column-level grants (0006): the writer may update what ingest updates (job rows, coverage, rollups) and
-    nothing of stored events, links or past verdicts (the roles of a job's events are its verdict's, 0017)."""
+    nothing of stored events, links or past verdicts (the roles of a job's events are its verdict's, 0019)."""
     ingest_bundle(ruleset, store, INCIDENTS / "01-xid79-fallen-off-bus")
     with login_role(pg_url, WRITER) as role, _connect_as(pg_url, role) as c:
         for stmt in M7_STATEMENTS:

@@ -472,7 +472,7 @@ def test_the_verdict_says_each_events_role_in_its_job(ruleset, store):
 
 
 def test_verdict_roles_migration_keeps_the_roles_both_ways(ruleset, store):
-    """0017 moves the roles from job_events.role_in_job and verdict_symptoms onto the verdict; its downgrade puts
+    """0019 moves the roles from job_events.role_in_job and verdict_symptoms onto the verdict; its downgrade puts
     them back with the same values, and upgrading again gives the arrays they came from."""
     ingest_bundle(ruleset, store, INCIDENTS / "01-xid79-fallen-off-bus")
     ctx = yaml.safe_load((INCIDENTS / "01-xid79-fallen-off-bus" / "context.yaml").read_text())

@@ -13,8 +13,8 @@ The downgrade puts verdict_symptoms and role_in_job (from the current verdicts) 
 
 No view reads these columns, so no view is recreated and no frozen SQL copy is needed.
 
-Revision ID: 0017
-Revises: 0016
+Revision ID: 0019
+Revises: 0018
 Create Date: 2026-12-01
 """
 
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0017"
-down_revision = "0016"
+revision = "0019"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 
