@@ -253,19 +253,27 @@ def keep_telemetry(telemetry: Mapping, limits: Limits = Limits()) -> dict:
                             for node, pair in telemetry.items()}, limits)
 
 
-def bound_telemetry(phases_by_node: Mapping[str, Mapping], limits: Limits = Limits()) -> dict:
-    """keep_telemetry on snapshots already in their JSON form."""
-    out: dict[str, dict] = {}
-    left = limits.telemetry_bytes
+def fit_by_node(by_node: Mapping[str, object], budget: int) -> tuple[dict, bool]:
+    """The nodes whose JSON fits in `budget` bytes in all, taken in node order (one that does not fit is left out
+    whole, a later smaller one may still fit); and whether any was left out."""
+    out: dict = {}
+    left = budget
     cut = False
-    for node, phases in sorted(phases_by_node.items()):
-        size = len(json.dumps(phases, separators=(",", ":")))
+    for node, value in sorted(by_node.items()):
+        size = len(json.dumps(value, separators=(",", ":")))
         if size > left:
             cut = True
             continue
         left -= size
-        out[node] = dict(phases)
-    return {"telemetry": out} | ({"telemetry_truncated": True} if cut else {})
+        out[node] = value
+    return out, cut
+
+
+def bound_telemetry(phases_by_node: Mapping[str, Mapping], limits: Limits = Limits()) -> dict:
+    """keep_telemetry on snapshots already in their JSON form."""
+    out, cut = fit_by_node(phases_by_node, limits.telemetry_bytes)
+    return {"telemetry": {node: dict(phases) for node, phases in out.items()}} | (
+        {"telemetry_truncated": True} if cut else {})
 
 
 def merge_piece(doc: Mapping | None, key: str, piece: Mapping, limits: Limits = Limits()) -> dict:

@@ -23,7 +23,6 @@ the counter snapshots: at most 4 MiB of series JSON per job, a node that does no
 from __future__ import annotations
 
 import io
-import json
 import math
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping
 
@@ -74,17 +73,11 @@ def keep_metrics(series: Iterable[MetricSeries], rules, ctx: ExecutionContext,
 
 def bound_metrics(by_node: Mapping[str, list], labels: Mapping[str, str], limits: Limits) -> dict:
     """The nodes whose series fit in `limits.metric_bytes`, in node order; `metrics_truncated` when some did not."""
-    out: dict[str, list] = {}
-    left = limits.metric_bytes
-    cut = False
-    for node, series in sorted(by_node.items()):
-        size = len(json.dumps(series, separators=(",", ":")))
-        if size > left:
-            cut = True
-            continue
-        left -= size
-        out[node] = list(series)
-    return {"metrics": {"labels": dict(labels), "nodes": out}} | ({"metrics_truncated": True} if cut else {})
+    from attribution.replay.keep import fit_by_node
+
+    out, cut = fit_by_node(by_node, limits.metric_bytes)
+    return {"metrics": {"labels": dict(labels), "nodes": {node: list(series) for node, series in out.items()}}} | (
+        {"metrics_truncated": True} if cut else {})
 
 
 def metric_nodes(doc: Mapping) -> set[str]:
