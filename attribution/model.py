@@ -20,7 +20,7 @@ UTC = timezone.utc
 #: outcomes and actions are the rule pack's vocabulary: rules/schema/defs.schema.json.)
 INFRASTRUCTURE_OUTCOMES = frozenset({"gpu_hardware", "nvlink", "nvswitch_fabric", "network", "host"})
 
-#: Who could have written the evidence (spec/bundle.md "Trust"): the job's own program wrote its output; the
+#: Who could have written the evidence (docs/bundle.md "Trust"): the job's own program wrote its output; the
 #: system wrote the rest (kernel, Fabric Manager, node logs, scheduler state, telemetry).
 EVIDENCE = ("system", "job_output")
 USER_WRITTEN_SOURCES = frozenset({"job"})

@@ -425,7 +425,7 @@ def failed_slurm_jobs(connectors, since, until) -> list:
 
 def diagnose_static(ruleset: RuleSet, connectors, context_file: Path, max_symptoms: int | None = None,
                     keep: bool = False) -> Diagnosis:
-    """`attribution diagnose --context FILE`: a context written by hand (context.yaml, spec/bundle.md), the
+    """`attribution diagnose --context FILE`: a context written by hand (context.yaml, docs/bundle.md), the
     evidence from the configured connectors."""
     return diagnose_live(ruleset, connectors, load_context(Path(context_file)), max_symptoms=max_symptoms,
                          keeper=_keeper(ruleset, keep))

@@ -189,7 +189,7 @@ attribution_run() {
   [ "$rc" = 0 ] || attribution_log "attribution epilog ended with status $rc"
 }
 
-# Snapshot this node's counters into $1 (spec/bundle.md "Telemetry snapshots", in the compact listing form):
+# Snapshot this node's counters into $1 (docs/bundle.md "Telemetry snapshots", in the compact listing form):
 # nvidia-smi.xml (with nvidia-smi.status and .err when it failed) or nvml.txt (ATTRIBUTION_GPU_TOOL=nvml);
 # sysfs.txt, one `path:value` line per watched InfiniBand port counter and per AER TOTAL_ERR_* line of every PCI
 # device; at the epilog pci-topology.txt (each PCI device's sysfs path: its bridges); and

@@ -1,4 +1,4 @@
-"""Every labelled incident gives its expected outcome, culprits and root cause (spec/verdict.md).
+"""Every labelled incident gives its expected outcome, culprits and root cause (docs/verdict.md).
 
 The expectations come from each incident's story (expected.yaml), written without running this code.
 tests/incidents is a byte-identical copy of the shared example set; tests/cases holds this project's own.

@@ -1,4 +1,4 @@
-"""Who could have written a line (spec/bundle.md "Trust", spec/verdict.md "Evidence a user could have written"):
+"""Who could have written a line (docs/bundle.md "Trust", docs/verdict.md "Evidence a user could have written"):
 job output may explain a failure but never drains a node, never places an event far outside the job, and never
 changes the database's shape; a syslog line is a kernel line only with the tag `kernel`.
 

@@ -24,7 +24,7 @@ def verdict_alert(row: Mapping, dashboard: str | None) -> Alert:
     where = row["root_node"] or (row["culprit_nodes"] or [None])[0] or f"job {row['job_id']}"
     kind = row["root_kind"] or "no root event"
     code = f" {row['root_code']}" if row.get("root_code") is not None else ""
-    # culprits only the job's own output names (spec/verdict.md "Evidence a user could have written"): the job's
+    # culprits only the job's own output names (docs/verdict.md "Evidence a user could have written"): the job's
     # owner could have printed them; said in the alert, as the verdict says it
     cev = list(row.get("culprit_evidence") or [])
     evidence = "job_output" if cev and all(e == "job_output" for e in cev) else "system"

@@ -25,7 +25,7 @@ DIAGNOSE_EXTRA = {
     **policy("read", body="upload"),
     "requestBody": {
         "required": True,
-        "description": "the incident bundle (spec/bundle.md) as a gzip-compressed tar archive: context.yaml, "
+        "description": "the incident bundle (docs/bundle.md) as a gzip-compressed tar archive: context.yaml, "
                        "nodes/<node>/*.log and job/* at its top or in its single top-level folder",
         "content": {t: {"schema": {"type": "string", "format": "binary"}}
                     for t in ("application/gzip", "application/octet-stream")},
@@ -33,7 +33,7 @@ DIAGNOSE_EXTRA = {
 }
 DIAGNOSE_RESPONSES: dict[int | str, dict[str, Any]] = {
     **ERROR_RESPONSES,
-    200: {"description": "the verdict document (spec/verdict.md)",
+    200: {"description": "the verdict document (docs/verdict.md)",
           "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}}},
     415: {"description": "the body is not sent as a gzip archive"},
 }

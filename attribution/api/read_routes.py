@@ -20,7 +20,7 @@ Limit = Annotated[int, Query(ge=1, le=10000, description="at most this many rows
 
 VERDICT_RESPONSES: dict[int | str, dict[str, Any]] = {
     **ERROR_RESPONSES,
-    200: {"description": "the verdict document (spec/verdict.md, schema attribution.verdict/1)",
+    200: {"description": "the verdict document (docs/verdict.md, schema attribution.verdict/1)",
           "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}}},
     404: {"description": "no verdict for this job (yet)"},
 }
@@ -41,7 +41,7 @@ def add_read_routes(app: FastAPI, svc: Service) -> None:
 
     @app.get("/v1/jobs/{cluster}/{job_id}/verdict", dependencies=reader, tags=["read"],
              openapi_extra=policy("read"), responses=VERDICT_RESPONSES, response_class=JSONResponse,
-             summary="The job's current verdict (the JSON of spec/verdict.md)")
+             summary="The job's current verdict (the JSON of docs/verdict.md)")
     async def get_verdict(cluster: Annotated[Name, Path()], job_id: Annotated[Name, Path()],
                           start: Annotated[Time | None, Query(
                               description="the job's start time, to pick one of several jobs with this id "

@@ -74,7 +74,7 @@ class _Strict(BaseModel):
 
 
 class ContextDoc(_Strict):
-    """A job's execution context (serialize.context_to_json; spec/bundle.md context.yaml fields)."""
+    """A job's execution context (serialize.context_to_json; docs/bundle.md context.yaml fields)."""
 
     model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 

@@ -21,7 +21,7 @@ from attribution.cli.connector_options import apply_connector_options, connector
               help="Diagnose a Kueue Workload: placement and window from the Workload and its pods, the pods' logs "
                    "(kubectl logs) and the configured connectors.")
 @click.option("--context", "context_file", default=None, type=click.Path(path_type=Path),
-              help="Diagnose the job a context.yaml describes (spec/bundle.md), its evidence from the configured "
+              help="Diagnose the job a context.yaml describes (docs/bundle.md), its evidence from the configured "
                    "connectors.")
 @click.option("--pod-selector", default=None, metavar="SELECTOR",
               help="Label selector of the workload's pods (default: from the kind of the Workload's owner).")
@@ -29,7 +29,7 @@ from attribution.cli.connector_options import apply_connector_options, connector
               help="With --slurm-job: the job's stdout/stderr file (repeatable; default: scontrol's paths, or "
                    "slurm-%j.out in the job's working directory).")
 @connector_options
-@click.option("--json", "as_json", is_flag=True, help="Print the verdict JSON (spec/verdict.md).")
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict JSON (docs/verdict.md).")
 @click.option("--max-symptoms", type=click.IntRange(min=0), default=None,
               help="List at most this many symptoms (default 1000; symptoms_total and symptom_groups count them "
                    "all).")

@@ -1,4 +1,4 @@
-"""The bundle collector: every log of an incident bundle (spec/bundle.md) to observations and coverage."""
+"""The bundle collector: every log of an incident bundle (docs/bundle.md) to observations and coverage."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from attribution.collect.scan import Prefilter
 
 KERNEL_LOG = "kernel.log"
 FABRICMANAGER_LOG = "fabricmanager.log"
-#: Node-local files read as source "node" besides the two above (spec/bundle.md).
+#: Node-local files read as source "node" besides the two above (docs/bundle.md).
 OTHER_LOG_SUFFIXES = (".log", ".txt")
 
 

@@ -74,7 +74,7 @@ def _rewound(head: bytes, fp: BinaryIO) -> BinaryIO:
 
 
 def node_of_file(name: str, nodes: tuple[str, ...]) -> str | None:
-    """`g101.out`, `g101-stderr.log`, `g101_rank0.txt` or `g101` belong to node g101 (spec/bundle.md rule 4)."""
+    """`g101.out`, `g101-stderr.log`, `g101_rank0.txt` or `g101` belong to node g101 (docs/bundle.md rule 4)."""
     for n in sorted(nodes, key=len, reverse=True):
         if name == n or (name.startswith(n) and name[len(n):len(n) + 1] in (".", "-", "_")):
             return n

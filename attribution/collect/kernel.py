@@ -1,4 +1,4 @@
-"""Kernel log line prefixes (knowledge/log-formats.md section 0), taken apart into time and message.
+"""Kernel log line prefixes (docs/log-formats.md section 0), taken apart into time and message.
 
 The same `NVRM: Xid ...` message arrives behind many prefixes: raw dmesg seconds since boot, `dmesg -T`,
 `dmesg --time-format iso`, journalctl short and short-iso, syslog with or without the printk stamp,

@@ -1,4 +1,4 @@
-"""Loki: a job's logs per node and source from `GET|POST /loki/api/v1/query_range` (knowledge/log-formats.md 6.1).
+"""Loki: a job's logs per node and source from `GET|POST /loki/api/v1/query_range` (docs/log-formats.md 6.1).
 
 Loki returns at most `limit` entries per request, the oldest first with direction=forward (newest first with
 backward), over [start, end) in nanoseconds. A full page means there may be more: the next page starts at the last

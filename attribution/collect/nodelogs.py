@@ -20,7 +20,7 @@ from attribution.collect.scan import Hit, Prefilter, next_line, previous_line, s
 from attribution.collect.textio import ReadStats, decode, open_regular
 
 MAX_CONTINUATION = 16  # lines joined into one record at most
-#: syslog-style prefixes that carry a tag: only the tag `kernel` is the kernel (spec/bundle.md "Trust")
+#: syslog-style prefixes that carry a tag: only the tag `kernel` is the kernel (docs/bundle.md "Trust")
 TAGGED_FORMATS = ("syslog", "rfc3339")
 
 

@@ -1,5 +1,5 @@
 """Prometheus: the metric rules' series of the job's nodes over the job window, from `/api/v1/query_range`
-(knowledge/log-formats.md 6.2). The collector only fetches samples; the metric rules say what they mean.
+(docs/log-formats.md 6.2). The collector only fetches samples; the metric rules say what they mean.
 
 `series_query`, `choose_step` and `parse_matrix` are pure; `collect_metrics` does the I/O and reports one coverage
 record per node: ok (series seen for it), empty (none: no exporter there, or other label names) or error.

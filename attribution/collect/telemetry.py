@@ -1,4 +1,4 @@
-"""Counter snapshots (spec/bundle.md "Telemetry snapshots"): parsing, separate from reading.
+"""Counter snapshots (docs/bundle.md "Telemetry snapshots"): parsing, separate from reading.
 
 A snapshot is what a node's GPUs and NICs counted at one moment: `nvidia-smi -q -x` (ECC counts, retired pages,
 remapped rows, PCIe replays, reset status, per GPU), the InfiniBand port counters and hw_counters under

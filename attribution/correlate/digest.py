@@ -1,7 +1,7 @@
 """A job's symptoms folded in as they stream, so that memory stays bounded however noisy the logs are. Pure.
 
 A job whose ranks print a million NCCL warnings has a million symptom events; correlation reads almost nothing of
-each (spec/verdict.md): whether a cause explains it (its signature, node, GPU, time and the link fields of the
+each (docs/verdict.md): whether a cause explains it (its signature, node, GPU, time and the link fields of the
 causal graph), which hint it gives, and the verdict counts and lists them. `SymptomDigest.add` takes every event
 of a job; it keeps whole every event that is not a symptom inside the job window (causes, context: few) and the
 first `listed` symptoms in verdict order, and folds every symptom into exact counts:

@@ -1,6 +1,6 @@
 """The "explains" relation of the causal graph between the placed events of one job. Pure.
 
-`explains(edge, a, b)` is the definition (spec/verdict.md): cause `a` explains event `b` when an edge of the
+`explains(edge, a, b)` is the definition (docs/verdict.md): cause `a` explains event `b` when an edge of the
 graph matches both, they are at the edge's locality, `b` is not before `a` (clock tolerance) and within the
 edge's time bound, and their link fields agree. `Relation` answers the questions correlate asks of it without
 testing every pair: causes are indexed by signature and node and sorted by time, so a storm of thousands of

@@ -1,6 +1,6 @@
 """correlate: separate the trigger from its consequences across all nodes of a job. Pure.
 
-Implements spec/verdict.md "How the root cause is chosen" over the causal graph of the rule pack:
+Implements docs/verdict.md "How the root cause is chosen" over the causal graph of the rule pack:
 window the events, let causes explain what the graph says they explain, demote explained causes to symptoms,
 take the earliest remaining cause as the root, and fall back to symptom hints and then the job state.
 """
@@ -125,7 +125,7 @@ def _culprit_evidence(node: str, root: Placed | None, remaining: list[Placed], p
                       ctx: ExecutionContext, digest=None) -> str:
     """`system` when system-written evidence names the culprit: an infrastructure cause on it (when a root was
     found), else any event on it of an infrastructure outcome, or the scheduler's own failed node; otherwise
-    the culprit rests only on job output (spec/verdict.md "Evidence a user could have written")."""
+    the culprit rests only on job output (docs/verdict.md "Evidence a user could have written")."""
     if root is not None:
         support = [c.ev for c in [root] + remaining if c.ev.node == node and c.ev.outcome in INFRASTRUCTURE_OUTCOMES]
     else:

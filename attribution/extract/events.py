@@ -3,7 +3,7 @@
 Every rule that matches a record emits an event (no first-match-wins); a rule may step aside when another
 kind was found on the same record (`unless_kinds`) or when the collector flagged the record (`unless_flags`).
 Catalog rules take kind, action and severity from the catalog entry of the captured code. The node of a
-job-output line is resolved as spec/bundle.md says: a host name in the line, then a rank, then the srun label,
+job-output line is resolved as docs/bundle.md says: a host name in the line, then a rank, then the srun label,
 then the file name, then the only node of a one-node job.
 """
 
@@ -33,7 +33,7 @@ def _int(v: str | None) -> int | None:
 
 
 def resolve_node(ctx: ExecutionContext, obs: Observation, groups: Mapping[str, str]) -> str | None:
-    """Which node an event belongs to (spec/bundle.md 'Which node a job-output line belongs to')."""
+    """Which node an event belongs to (docs/bundle.md 'Which node a job-output line belongs to')."""
     if obs.source not in ("job", "scheduler"):
         return obs.node
     for host in (groups.get("host"), groups.get("node"), obs.host):
@@ -154,7 +154,7 @@ def believable_window(ruleset: RuleSet, ctx: ExecutionContext) -> tuple[datetime
 
 
 def untrusted_time_dropped(ev: Event, lo: datetime | None, hi: datetime | None) -> Event:
-    """A job-output event whose time lies outside the believable window is not placed in time (spec/verdict.md
+    """A job-output event whose time lies outside the believable window is not placed in time (docs/verdict.md
     "Evidence a user could have written"): its program could have printed any date."""
     if ev.time is None or ev.evidence == "system":
         return ev

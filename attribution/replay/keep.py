@@ -1,6 +1,6 @@
 """The evidence kept for replay: the lines any rule's prefilter flagged and the error-looking lines
 (rules/replay/error-lines.txt), bounded, with their source, node, file and line number; plus the counter snapshots
-(telemetry, spec/bundle.md) of every node, parsed (what the counter rules read, in the report payload's form:
+(telemetry, docs/bundle.md) of every node, parsed (what the counter rules read, in the report payload's form:
 collect.telemetry.snapshot_to_json). See docs/replay.md.
 
 One `LineKeeper` selects the lines wherever they are read: from a bundle's files (`keep_bundle`), on a node as
@@ -234,7 +234,7 @@ def keep_bundle(bundle: Path, ctx: ExecutionContext, ruleset: RuleSet, limits: L
 
 
 def bundle_place(source: str, node: str | None, name: str) -> str:
-    """Where a file read on a node or the controller lies in a bundle (spec/bundle.md): a node's kernel and
+    """Where a file read on a node or the controller lies in a bundle (docs/bundle.md): a node's kernel and
     Fabric Manager logs under nodes/<node>/, a job's output under job/. Replay reads it from there, so a job's
     output is read as job output again (its trust mark) and a node's log as that node's."""
     from attribution.collect.bundle import FABRICMANAGER_LOG, KERNEL_LOG

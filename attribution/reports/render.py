@@ -1,4 +1,4 @@
-"""A verdict as the JSON of spec/verdict.md, and as a short text for a human at a terminal."""
+"""A verdict as the JSON of docs/verdict.md, and as a short text for a human at a terminal."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ def render_text(verdict: Verdict, top: int = 8) -> str:
 
 
 def render_document_text(doc: dict, top: int = 8) -> str:
-    """The same short text as render_text, from a stored verdict document (spec/verdict.md)."""
+    """The same short text as render_text, from a stored verdict document (docs/verdict.md)."""
     job = doc.get("job") or {}
     lines = [
         f"job {job.get('cluster')}/{job.get('job_id')}  state {job.get('state')}  exit {job.get('exit_code') or '-'}  "

@@ -15,7 +15,7 @@ from attribution.reports.files import write_html
 
 def render_timeline(doc: Mapping, events: Iterable[Event] = (), bundle: str | None = None,
                     margin_seconds: int = 300) -> str:
-    """The page's HTML for a verdict document (spec/verdict.md) and the job's events.
+    """The page's HTML for a verdict document (docs/verdict.md) and the job's events.
 
     `bundle` is the chart library's JavaScript (pages.vega.script_bundle()); pass it when writing many pages.
     """

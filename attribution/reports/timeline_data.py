@@ -1,6 +1,6 @@
 """What a job timeline shows, computed from a verdict document and the job's events. Pure.
 
-The verdict document (spec/verdict.md) says which event is the root cause, which causes are left and which events
+The verdict document (docs/verdict.md) says which event is the root cause, which causes are left and which events
 are symptoms of what; the job's events add the context events and the events seen outside the job window. Both
 `attribution diagnose --html` (a Diagnosis) and `attribution report job` (the store) come here with the same two
 things, so the two pages are the same page.

@@ -15,7 +15,7 @@ from attribution.errors import InputError
 from attribution.model import ExecutionContext
 from attribution.timeparse import UTC, TimeError, as_utc, parse_iso, resolve_zone
 
-#: Fields context.yaml may carry (spec/bundle.md); anything else is refused so typos do not pass silently.
+#: Fields context.yaml may carry (docs/bundle.md); anything else is refused so typos do not pass silently.
 KNOWN_FIELDS = frozenset({
     "scheduler", "cluster", "job_id", "user", "partition", "state", "exit_code", "failed_node", "nodes",
     "tasks_per_node", "srun_tasks_per_node", "start", "end", "timezone", "boot_time", "gpus_per_node", "job_name",

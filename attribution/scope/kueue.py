@@ -5,7 +5,7 @@ Node placement comes from the pods' `spec.nodeName`, in pod index order; when th
 Workload's Topology-Aware Scheduling assignment, which names nodes only when one of its levels is the hostname
 label (v1beta1 `domains`, v1beta2 `slices`). The time window comes from the Workload's conditions (Admitted or
 QuotaReserved to Finished or Evicted), and the state from the Finished and Evicted reasons
-(knowledge/log-formats.md 6.3).
+(docs/log-formats.md 6.3).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """scope: the Slurm accounting adapter. `sacct -P` text becomes jobs and execution contexts. Pure.
 
-`sacct --json` of Slurm 22.05 reports wrong exit codes, so the parsable text is read (knowledge/log-formats.md
+`sacct --json` of Slurm 22.05 reports wrong exit codes, so the parsable text is read (docs/log-formats.md
 5.4): `|`-separated with a header line, no trailing `|`. Rows whose JobID has a step suffix (`123.batch`,
 `123.extern`, `123.0`, `123_4.batch`) are steps, not jobs: they only lend the job their task count. Array tasks
 (`123_4`) are jobs of their own. Times are read in UTC: the caller runs sacct with TZ=UTC.

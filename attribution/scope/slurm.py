@@ -1,4 +1,4 @@
-"""What Slurm tells its prolog and epilogs (knowledge/slurm-in-ci.md), turned into an execution context. Pure.
+"""What Slurm tells its prolog and epilogs (docs/slurm.md), turned into an execution context. Pure.
 
 The node Epilog sees SLURMD_NODENAME, SLURM_NODELIST, the raw wait status in SLURM_JOB_EXIT_CODE (768 = exit 3),
 and on 23.02+ SLURM_JOB_START_TIME/END_TIME. EpilogSlurmctld sees SLURM_JOB_NODELIST, the job name and the

@@ -150,7 +150,7 @@ class Event(Base):
     #: else the cluster (attribution.store.writer.node_key)
     node_key: Mapped[str] = mapped_column(Text)
     source: Mapped[str] = mapped_column(Text)
-    #: who could have written the line: 'system' or 'job_output' (spec/bundle.md "Trust")
+    #: who could have written the line: 'system' or 'job_output' (docs/bundle.md "Trust")
     evidence: Mapped[str] = mapped_column(Text, server_default=text("'system'"))
     kind: Mapped[str] = mapped_column(Text)
     role: Mapped[str] = mapped_column(Text)
@@ -272,7 +272,7 @@ class CoverageRecord(Base):
 
 
 class DeviceCounters(Base):
-    """The counters one device showed in one snapshot of a job (telemetry, spec/bundle.md): a GPU's ECC totals and
+    """The counters one device showed in one snapshot of a job (telemetry, docs/bundle.md): a GPU's ECC totals and
     remapped rows, an InfiniBand port's error counters, a PCI device's AER totals, for the fleet views."""
 
     __tablename__ = "device_counters"

@@ -1,6 +1,6 @@
 """The SQL of the HTML reports: the fleet report over the public views, and one stored job for its timeline.
 
-The fleet report reads only the views of spec/store.md (job_verdicts, fault_events, node_faults_weekly,
+The fleet report reads only the views of docs/store.md (job_verdicts, fault_events, node_faults_weekly,
 recurring_faults, drain_candidates, lost_gpu_hours, failure_recurrence), all in one REPEATABLE READ snapshot so its numbers agree with each other.
 A stored job's timeline reads the job's current verdict document and the events linked to the job.
 """

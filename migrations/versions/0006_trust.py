@@ -4,7 +4,7 @@ Revision ID: 0006
 Revises: 0008 (issued as 0005; chained after main's head 0008 so the branch has one head; the coordinator re-chains)
 Create Date: 2026-12-01
 
-- `events.evidence`: 'system' or 'job_output' (spec/bundle.md "Trust"), backfilled from `source`;
+- `events.evidence`: 'system' or 'job_output' (docs/bundle.md "Trust"), backfilled from `source`;
   `verdicts.culprit_evidence`: per culprit node, in the order of `culprit_nodes`, what names it. Old verdicts are
   backfilled from their root event's source. The drain_candidates view counts only system-written evidence.
 - Ingest never changes the database's shape: `attribution.ensure_event_partitions(months_ahead)` makes the

@@ -1,4 +1,4 @@
-"""Job output: prefixes taken apart, the node of each line resolved as spec/bundle.md says, tracebacks followed."""
+"""Job output: prefixes taken apart, the node of each line resolved as docs/bundle.md says, tracebacks followed."""
 
 from __future__ import annotations
 

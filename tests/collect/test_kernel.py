@@ -1,4 +1,4 @@
-"""Kernel line prefixes of every format in knowledge/log-formats.md section 0, to UTC time and message."""
+"""Kernel line prefixes of every format in docs/log-formats.md section 0, to UTC time and message."""
 
 from __future__ import annotations
 

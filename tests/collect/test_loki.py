@@ -1,5 +1,5 @@
 """collect/loki.py: LogQL query_range per node and source, paged with Loki's limit/direction semantics, against the
-fake Loki of tests/harness/loki.py (no real Loki can run here: knowledge/slurm-in-ci.md section 3)."""
+fake Loki of tests/harness/loki.py (no real Loki can run here: docs/slurm.md section 3)."""
 
 from __future__ import annotations
 

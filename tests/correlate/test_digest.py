@@ -36,7 +36,7 @@ def _both(ruleset, events, listed):
 
 
 def test_folded_symptoms_still_break_a_tie_between_causes_of_one_second(ruleset):
-    """spec/verdict.md: a tie at the same second goes to the cause that explains more symptoms. The symptoms
+    """docs/verdict.md: a tie at the same second goes to the cause that explains more symptoms. The symptoms
     that decide it are folded (none listed), and decide it all the same."""
     for node, gpu in (("a", "0000:01:00"), ("b", "0000:02:00")):
         off_bus = ev(ruleset, "gpu_fallen_off_bus", "a", 0.6, gpu="0000:01:00")

@@ -1,4 +1,4 @@
-"""correlate: the root-cause rules of spec/verdict.md over the shipped causal graph, on hand-made events."""
+"""correlate: the root-cause rules of docs/verdict.md over the shipped causal graph, on hand-made events."""
 
 from __future__ import annotations
 

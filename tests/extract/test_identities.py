@@ -1,6 +1,6 @@
 """Odd identities in real logs: host names in another case, IP addresses as node names, one-node jobs.
 
-spec/bundle.md "Which node a job-output line belongs to": a host name in the line (any case, maybe fully
+docs/bundle.md "Which node a job-output line belongs to": a host name in the line (any case, maybe fully
 qualified), ..., and rule 5: in a job that ran on exactly one node, untagged output belongs to that node.
 """
 

@@ -1,7 +1,7 @@
 """A Debian root with a newer Slurm, built once with debootstrap and cached outside the checkout (stdlib only).
 
 The machines run Debian 12, whose Slurm is 22.05; Debian 13 (trixie) carries Slurm 24.11
-(knowledge/slurm-24.md). ``ensure_root()`` builds ``<cache>/debian-trixie-slurm-<key>/root`` once:
+(docs/slurm.md). ``ensure_root()`` builds ``<cache>/debian-trixie-slurm-<key>/root`` once:
 ``debootstrap --variant=minbase trixie`` from the Debian mirror the host's apt sources name, then
 ``apt-get install --no-install-recommends`` of Slurm (slurmctld, slurmd, slurmdbd, slurm-client, slurmrestd),
 munge, MariaDB and the few shared libraries the host's Python needs to run inside the root (the hooks run the

@@ -1,6 +1,6 @@
 """A small fake Loki for tests: `GET|POST /loki/api/v1/query_range` over in-memory streams (stdlib only).
 
-It implements the documented parameters (grafana/loki docs/sources/reference/loki-http-api.md, knowledge/log-formats.md
+It implements the documented parameters (grafana/loki docs/sources/reference/loki-http-api.md, docs/log-formats.md
 6.1) the way the real server treats them:
 
 - `query`: a stream selector with `=`, `!=`, `=~`, `!~` matchers (regexes fully anchored), then line filters

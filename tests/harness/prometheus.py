@@ -2,7 +2,7 @@
 
 History is backfilled before the server starts: the OpenMetrics text (a timestamp in seconds on every sample, a
 final `# EOF`) goes through `promtool tsdb create-blocks-from openmetrics` into the data dir, and the server runs
-with a 100-year retention so fixed fixture times stay queryable (knowledge/slurm-in-ci.md section 2). Nothing is
+with a 100-year retention so fixed fixture times stay queryable (docs/slurm.md section 2). Nothing is
 scraped. The server listens on 127.0.0.1 on a free port and is stopped by its PID.
 
     with PrometheusServer(tmp_path, openmetrics_text) as prom:

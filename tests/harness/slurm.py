@@ -420,7 +420,7 @@ class SlurmCluster:
         _write(self.gres_conf_path, "\n".join(gres) + "\n", 0o644)
         if self.major_minor >= (23, 11):
             # slurmd 24.11 refuses to start without a mounted cgroup fs, whatever the proctrack/task plugins
-            # (knowledge/slurm-24.md): no cgroup plugin at all.
+            # (docs/slurm.md): no cgroup plugin at all.
             _write(self.cgroup_conf_path, "CgroupPlugin=disabled\n", 0o644)
 
         if self.with_accounting:

@@ -14,7 +14,7 @@ from attribution.scope.slurm import (controller_context, decode_wait_status, exp
 UTC = timezone.utc
 NOW = datetime(2026, 11, 30, 8, 33, 49, tzinfo=UTC)
 
-# The node Epilog environment measured on Slurm 22.05 (knowledge/slurm-in-ci.md), 2-node 2-GPU job.
+# The node Epilog environment measured on Slurm 22.05 (docs/slurm.md), 2-node 2-GPU job.
 NODE_ENV = {
     "CUDA_VISIBLE_DEVICES": "0,1", "SLURMD_NODENAME": "node1", "SLURM_CLUSTER_NAME": "feas", "SLURM_JOBID": "1",
     "SLURM_JOB_DERIVED_EC": "1280", "SLURM_JOB_EXIT_CODE2": "3:0", "SLURM_JOB_EXIT_CODE": "768",
@@ -110,7 +110,7 @@ def test_output_patterns():
 
 
 def test_the_job_name_comes_from_the_controller_epilog_else_scontrol_and_may_hold_spaces():
-    """EpilogSlurmctld sees SLURM_JOB_NAME (knowledge/slurm-in-ci.md: twonode); scontrol's JobName runs up to
+    """EpilogSlurmctld sees SLURM_JOB_NAME (docs/slurm.md: twonode); scontrol's JobName runs up to
     its next field, UserId; the node epilog has no name (Slurm does not set SLURM_JOB_NAME there)."""
     assert controller_context(parse_env(CTLD_ENV), parse_scontrol_job(SCONTROL), "feas", NOW).job_name == "twonode"
     env = {k: v for k, v in CTLD_ENV.items() if k != "SLURM_JOB_NAME"}

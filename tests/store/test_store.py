@@ -388,7 +388,7 @@ def test_partitions_are_made_ahead_and_ingest_makes_none(ruleset, store, tmp_pat
 
 
 def test_copy_of_sql_folder(tmp_path):
-    """Every view of spec/store.md has its readable file in sql/."""
+    """Every view of docs/store.md has its readable file in sql/."""
     names = {p.stem.split("_", 1)[1] for p in (ROOT / "sql").glob("*.sql")}
     assert {"job_verdicts", "fault_events", "node_faults_weekly", "recurring_faults", "drain_candidates"} <= names
     shutil.rmtree(tmp_path)

@@ -3,7 +3,7 @@
 -- the evidence (every condition met, its events and jobs) and a score (the sum of the met conditions' scores).
 -- Only infrastructure causes count, and only system-written evidence (kernel, Fabric Manager, scheduler state,
 -- telemetry): an event from job output, or a culprit that only job output names, never drains a node
--- (spec/verdict.md "Evidence a user could have written"). Evidence older than a condition's window, or from before the node was
+-- (docs/verdict.md "Evidence a user could have written"). Evidence older than a condition's window, or from before the node was
 -- resumed (`attribution drain resume`), does not. `attribution drain plan` is a SELECT from this view.
 -- The view is the plan now; `attribution drain plan --as-of T` and `drain backtest` call the function with a past
 -- time (and a policy version): evidence after T does not count, nor a resume after T. Events already marked
