@@ -122,7 +122,7 @@ def test_the_wheel_and_sdist_carry_the_data(dist):
 
     names = set(zipfile.ZipFile(wheel_of(dist)).namelist())
     for want in ("attribution/_data/rules/kinds.yaml", "attribution/_data/rules/schema/rules.schema.json",
-                 "attribution/_data/migrations/env.py", "attribution/_data/migrations/versions/0001_initial.py",
+                 "attribution/_data/migrations/env.py", "attribution/_data/migrations/versions/01_0001_initial.py",
                  "attribution/_data/sql/10_job_verdicts.sql", "attribution/_data/sql/grafana/attribution-fleet.json",
                  "attribution/_data/hooks/epilog", "attribution/_data/hooks/lib.sh",
                  "attribution/_data/incidents/06-ib-link-down/context.yaml", "attribution/resources.py",

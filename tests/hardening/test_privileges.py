@@ -1,4 +1,4 @@
-"""Least privilege (migrations/versions/0002_roles.py, docs/security.md): the hooks' role can ingest and nothing more,
+"""Least privilege (migrations/versions/02_0002_roles.py, docs/security.md): the hooks' role can ingest and nothing more,
 the readers' role can read the views and nothing more, the roles are made once per server even when many databases
 migrate at once, and credentials never reach a log, an error message or a command line.
 """
