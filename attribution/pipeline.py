@@ -108,7 +108,7 @@ def telemetry_events(ruleset: RuleSet, ctx: ExecutionContext, snapshots) -> list
 
 def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event], coverage: list[Coverage],
            source: str, deadline: float | None = None, telemetry=None, evidence: dict | None = None,
-           evidence_piece: dict | None = None, attribute: bool = True, claim=None):
+           evidence_piece: dict | None = None, attribute: bool = True):
     """Store a job's events and coverage, then re-attribute the job from everything stored for it.
 
     Idempotent: the same input twice adds no event and no verdict. Any number of processes may ingest pieces
@@ -125,9 +125,6 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     `attribute` False stores the piece and leaves the job pending for whoever the caller knows comes next (the
     service, when more reports of this job are queued behind this one: the last of them attributes the whole
     evidence); the verdict returned is then None, as when another process is attributing.
-
-    `claim(conn)`: run first in the storing transaction (the inbox drain deletes the report's row there, so the
-    row goes exactly when the report is stored); when it returns False nothing is stored and Taken is raised.
     """
     from attribution.reports.render import verdict_to_dict
     from attribution.store import in_transaction
@@ -137,9 +134,6 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     inside, outside = split_by_window(ruleset, ctx, events)
 
     def store(conn):
-        if claim is not None and not claim(conn):
-            raise Taken(f"{ctx.cluster}/{ctx.job_id}: taken by another process")
-
         def ahead(session, batch):
             # alone: store and attribute in one transaction; a job new with this piece gets its verdict
             # correlated from the events in hand while the server stores them (used only if every one of them
@@ -183,11 +177,9 @@ def split_by_window(ruleset: RuleSet, ctx: ExecutionContext, events: list[Event]
 
 def store_piece(conn, ctx: ExecutionContext, inside: list[Event], outside: list[Event], coverage: list[Coverage],
                 source: str, telemetry=None, evidence: dict | None = None, evidence_piece: dict | None = None,
-                kept: dict | None = None, ahead=None):
+                ahead=None):
     """One report's writes in the caller's transaction, the job marked pending; (JobSession, new, linked, what
-    `ahead` returned). `kept` ({job row id: [job, document]}): merge the evidence piece into that document
-    instead of reading and writing the job's evidence now; the caller saves it once for several reports of the
-    job (save_kept). `ahead(session, batch)`: called once the job is marked pending and its events' batch is
+    `ahead` returned). `ahead(session, batch)`: called once the job is marked pending and its events' batch is
     built, before they are stored (ingest claims the attribution there and correlates a new job meanwhile)."""
     from attribution.store.writer import JobSession
 
@@ -199,34 +191,14 @@ def store_piece(conn, ctx: ExecutionContext, inside: list[Event], outside: list[
         from attribution.store.evidence import save_evidence
 
         save_evidence(conn, s.job.job_id, s.job.id, evidence)
-    elif evidence_piece is not None and kept is None:
-        merge_evidence_piece(conn, s.job, source, evidence_piece, telemetry)
     elif evidence_piece is not None:
-        from attribution.replay.keep import keep_telemetry, merge_piece
-        from attribution.store.evidence import load_evidence
-
-        entry = kept.get(s.job.id) or kept.setdefault(s.job.id, [s.job, load_evidence(conn, s.job.job_id,
-                                                                                       s.job.id)])
-        entry[1] = merge_piece(entry[1], f"{source}/{evidence_piece.get('reporter') or ''}",
-                               dict(evidence_piece) | keep_telemetry(telemetry or {}))
+        merge_evidence_piece(conn, s.job, source, evidence_piece, telemetry)
     s.mark_pending()
     batch = s.batch(inside)
     early = ahead(s, batch) if ahead is not None else None
     new, linked = s.add_events(inside, batch=batch)
     new += s.add_events(outside, link=False)[0]
     return s, new, linked, early
-
-
-def save_kept(conn, kept: dict) -> None:
-    """Write the evidence documents store_piece merged in memory."""
-    from attribution.store.evidence import save_evidence
-
-    for job, doc in kept.values():
-        save_evidence(conn, job.job_id, job.id, doc)
-
-
-class Taken(Exception):
-    """The piece an ingest was to store with its `claim` was taken by another process (nothing stored)."""
 
 
 def merge_evidence_piece(conn, job, source: str, piece: dict, telemetry=None) -> None:

@@ -146,55 +146,29 @@ def bench_epilog_cpu(work: Path, quick: bool) -> Result:
         cfg = work / "hooks-service.yaml"
         cfg.write_text(f"service_url: {svc.url}\nservice_token_file: {token}\n")
         agent = node_bin(work)
-        inbox_cfg = work / "hooks-inbox.yaml"
-        inbox_cfg.write_text(f"database:\n  url: {url}\n  delivery: inbox\n")
         db = epilog_cpu(meter, work, "epilog-db", {"ATTRIBUTION_DATABASE_URL": url}, runs, 5000, agent)
         service = epilog_cpu(meter, work, "epilog-svc", {"ATTRIBUTION_CONFIG": cfg}, runs, 6000, agent)
-        inbox = epilog_cpu(meter, work, "epilog-inbox", {"ATTRIBUTION_CONFIG": inbox_cfg}, runs, 7000, agent,
-                           done="queued in the inbox")
-        drained = drain_timed(url)
     finally:
         svc.stop()
         pg.stop()
     true_cpu = statistics.median(meter.run(["/bin/true"])[1] for _ in range(runs))
-    ok = inbox["cpu"] <= 0.100 and service["cpu"] <= 0.050
+    ok = db["cpu"] <= 0.100 and service["cpu"] <= 0.050
     return Result(
         "2. node epilog CPU of one failed job: hooks/epilog as slurmd runs it (bash, grep, the agent, "
         "delivering the report; a 2,000-line kernel log with one Xid 79)",
-        f"to PostgreSQL's inbox: median {inbox['cpu'] * 1000:.0f} ms CPU ({inbox['min'] * 1000:.0f}-"
-        f"{inbox['max'] * 1000:.0f}); to the service: median {service['cpu'] * 1000:.0f} ms "
+        f"to the service: median {service['cpu'] * 1000:.0f} ms "
         f"({service['min'] * 1000:.0f}-{service['max'] * 1000:.0f}); to PostgreSQL directly (the ingest on the "
         f"node): median {db['cpu'] * 1000:.0f} ms ({db['min'] * 1000:.0f}-{db['max'] * 1000:.0f})",
-        f"/bin/true in the same meter: {true_cpu * 1000:.1f} ms", f"{inbox['cpu'] * 1000:.0f} ms / "
+        f"/bin/true in the same meter: {true_cpu * 1000:.1f} ms",
         f"{service['cpu'] * 1000:.0f} ms (direct {db['cpu'] * 1000:.0f} ms)",
         "<= 100 ms to PostgreSQL, <= 50 ms to the service", ok,
         [f"CPU counted with {meter.describe()}; {runs} runs each, a new failed job each time, after one run that "
          f"filled the caches (that first run: {db['first'] * 1000:.0f} ms to PostgreSQL, "
          f"{service['first'] * 1000:.0f} ms to the service); the counter snapshot included (no nvidia-smi on this "
          f"machine: a GPU node adds its query, bench/hook_snapshot.py)",
-         f"wall time, median: {inbox['wall'] * 1000:.0f} ms to the inbox, {db['wall'] * 1000:.0f} ms to "
-         f"PostgreSQL directly, {service['wall'] * 1000:.0f} ms to the service",
-         f"the inbox's drain (central, not the node's CPU): {drained}",
-         f"last hook log lines: {inbox['last']} | {service['last']}"])
-
-
-def drain_timed(url: str) -> str:
-    """`attribution db drain-inbox` on what the inbox runs queued: its wall and CPU time (a fresh process)."""
-    import os
-    import resource
-    import subprocess
-    import time
-
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.monotonic()
-    r = subprocess.run([str(BIN), "db", "drain-inbox"], env=dict(os.environ, ATTRIBUTION_DATABASE_URL=url),
-                       capture_output=True, text=True, timeout=600)
-    wall = time.monotonic() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    if r.returncode != 0:
-        raise RuntimeError(f"drain-inbox failed: {r.stdout}{r.stderr}")
-    return f"{r.stdout.strip()} in {wall:.2f} s wall, {cpu:.2f} s CPU (the command's start included)"
+         f"wall time, median: {db['wall'] * 1000:.0f} ms to PostgreSQL directly, {service['wall'] * 1000:.0f} ms "
+         f"to the service",
+         f"last hook log lines: {db['last']} | {service['last']}"])
 
 
 __all__ = ["bench_hook", "bench_epilog_cpu", "hook_env", "epilog_cpu"]

@@ -83,12 +83,12 @@ def main() -> int:
     from bench.extract import bench_extract
     from bench.node import bench_epilog_cpu, bench_hook
     from bench.store import bench_fleet, bench_fleet_year, bench_store
-    from bench.storm import bench_storm, bench_storm_inbox, bench_storm_service
+    from bench.storm import bench_storm, bench_storm_service
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke test of the benchmarks)")
     ap.add_argument("--only", nargs="*", default=None,
-                    help="extract epilog store fleet fleet-year hook storm storm-service storm-inbox correlate")
+                    help="extract epilog store fleet fleet-year hook storm storm-service correlate")
     ap.add_argument("--repeat", type=int, default=5, help="runs in a row of the store benchmark (target 3)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
     args = ap.parse_args()
@@ -96,7 +96,6 @@ def main() -> int:
     benches = {"extract": bench_extract, "epilog": bench_epilog_cpu, "store": bench_store, "fleet": bench_fleet,
                "fleet-year": bench_fleet_year,
                "hook": bench_hook, "storm": bench_storm, "storm-service": bench_storm_service,
-               "storm-inbox": bench_storm_inbox,
                "correlate": bench_correlate}
     chosen = args.only or list(benches)
     results = []

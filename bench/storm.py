@@ -103,7 +103,7 @@ def run_storm(storm: Path, n: int, logs: list[Path], engine, base_env: dict, met
 
 
 def _result(name: str, n: int, run: dict, engine, baseline: str, bound: int, notes: list[str],
-            meter: CpuMeter, done: str = "; stored;", drain: dict | None = None) -> Result:
+            meter: CpuMeter, done: str = "; stored;") -> Result:
     from sqlalchemy import text
 
     with engine.connect() as c:
@@ -116,15 +116,12 @@ def _result(name: str, n: int, run: dict, engine, baseline: str, bound: int, not
     outputs = run["outputs"]
     stored = sum(done in o for o in outputs)
     spooled = sum("spooled" in o for o in outputs)
-    wall = run["wall"] + (drain["wall"] if drain else 0.0)
+    wall = run["wall"]
     ok = (cov == n and stored == n and run["peak"] <= bound and verdict is not None and verdict[1] == "n0007"
           and wall <= 20)
     cpu = run["cpu"]
     bad = [o.strip().splitlines()[-1] for o in outputs if done not in o][:3]
-    how = "queued in the inbox" if drain else "stored directly"
-    then = (f", then the drain {drain['wall']:.1f} s ({drain['line']}): {wall:.1f} s until all stored"
-            if drain else "")
-    return Result(name, f"{run['wall']:.1f} s for all; {stored} {how}, {spooled} spooled{then}; peak "
+    return Result(name, f"{run['wall']:.1f} s for all; {stored} stored directly, {spooled} spooled; peak "
                         f"{run['peak']} connections", baseline, f"{n / wall:.1f} epilogs/s",
                   "all stored, connections bounded, <= 20 s", ok,
                   [f"coverage rows for {cov} nodes; verdict {verdict[0]} on {verdict[1]}" if verdict else "no verdict",
@@ -195,45 +192,3 @@ def bench_storm_service(work: Path, quick: bool) -> Result:
         svc.stop()
         engine.dispose()
         pg.stop()
-
-
-def bench_storm_inbox(work: Path, quick: bool) -> Result:
-    """The same storm submitting to the database's inbox (database.delivery: inbox, node/pgwire.py), then one
-    `attribution db drain-inbox` storing all of it (its wall time counts: the job is stored when it ends)."""
-    meter = CpuMeter()
-    n, storm, pg, engine, url, logs = _setup(work, "storm-inbox", quick)
-    try:
-        from sqlalchemy import text
-
-        with engine.connect() as c:
-            max_conn = int(c.execute(text("SHOW max_connections")).scalar())
-        cfg = storm / "hooks.yaml"
-        cfg.write_text(f"database:\n  url: {url}\n  delivery: inbox\n")
-        env = _node_environ()
-        run = run_storm(storm, n, logs, engine, dict(env, ATTRIBUTION_CONFIG=str(cfg)), meter,
-                        {"database server": pg.pid()}, agent=node_bin(work))
-        drain = _drain(url, pg.pid())
-        return _result(f"5c. the same {n} epilogs submitting to the database's inbox, then one drain", n, run,
-                       engine, f"max_connections {max_conn} (embedded default)", max_conn,
-                       [f"the drain (`attribution db drain-inbox`, a fresh process, one connection) used "
-                        f"{drain['cpu']:.1f} CPU seconds, the database server {drain['server']:.1f} meanwhile"],
-                       meter, done="queued in the inbox", drain=drain)
-    finally:
-        engine.dispose()
-        pg.stop()
-
-
-def _drain(url: str, server_pid: int | None) -> dict:
-    import resource
-
-    env = dict(_node_environ(), ATTRIBUTION_DATABASE_URL=url)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    server0 = tree_cpu(server_pid) if server_pid else 0.0
-    t0 = time.perf_counter()
-    r = subprocess.run([str(BIN), "db", "drain-inbox"], env=env, capture_output=True, text=True, timeout=1800)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode != 0:
-        raise RuntimeError(f"drain-inbox failed: {r.stdout}{r.stderr}")
-    return {"wall": wall, "line": r.stdout.strip(), "server": (tree_cpu(server_pid) - server0) if server_pid else 0.0,
-            "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)}

@@ -51,7 +51,7 @@ def closed_port() -> int:
 
 def node(tmp_path: Path, target: str) -> tuple[dict, list[str]]:
     """A node's environment with a failed job, and the agent's argv; `target` is "database" (the ingest on the
-    node), "inbox" (the database's inbox over node/pgwire.py) or "service"."""
+    node) or "service"."""
     port = closed_port()
     cfg = tmp_path / "config.yaml"
     if target == "service":
@@ -61,8 +61,7 @@ def node(tmp_path: Path, target: str) -> tuple[dict, list[str]]:
         cfg.write_text(f"service_url: http://127.0.0.1:{port}\nservice_token_file: {token}\n"
                        "service:\n  client_timeout_seconds: 1\n")
     else:
-        cfg.write_text(f"database:\n  url: postgresql://u@127.0.0.1:{port}/x\n  connect_timeout: 1\n"
-                       + ("  delivery: inbox\n" if target == "inbox" else ""))
+        cfg.write_text(f"database:\n  url: postgresql://u@127.0.0.1:{port}/x\n  connect_timeout: 1\n")
     kern = tmp_path / "kern.log"
     kern.write_text(f"[{datetime.now(timezone.utc).strftime('%a %b %e %H:%M:%S %Y')}] {XID79}\n")
     env = {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "4242", "SLURMD_NODENAME": "n1", "SLURM_NODELIST": "n1",
@@ -84,7 +83,7 @@ def forbidden_in(modules: set[str]) -> list[str]:
     return sorted(f for f in FORBIDDEN if any(m == f or m.startswith(f + ".") for m in modules))
 
 
-@pytest.mark.parametrize("target", ["service", "database", "inbox"])
+@pytest.mark.parametrize("target", ["service", "database"])
 def test_a_hook_run_imports_none_of_the_central_side_and_spools(tmp_path, target):
     env, argv = node(tmp_path, target)
     first, _ = run_probe(env, argv)  # fills the caches (loads the YAML pack and the configuration)
@@ -93,8 +92,7 @@ def test_a_hook_run_imports_none_of_the_central_side_and_spools(tmp_path, target
     assert "node job 4242; 1 event(s)" in out and "spooled to" in out, out
     assert forbidden_in(modules) == []
     assert ("sqlalchemy" in modules) == ("psycopg" in modules) == (target == "database")
-    assert ("attribution.node.pgwire" in modules) == (target == "inbox")
-    if target in ("service", "inbox"):  # the inbox costs what the service path costs: #16 target 2
+    if target == "service":
         assert sorted(m for m in NOT_ON_THE_SERVICE_PATH if m in modules) == []
         assert "ssl" not in modules  # a plain http:// service, a server that never answered
     files = spool.pending(tmp_path / "home" / "spool")

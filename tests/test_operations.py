@@ -232,8 +232,7 @@ def test_the_units_pass_systemd_analyze_verify(tmp_path):
     names = {u.name for u in UNITS}
     assert {"attribution.service", "attribution-spool-flush.service", "attribution-spool-flush.timer",
             "attribution-attribute-pending.service", "attribution-attribute-pending.timer",
-            "attribution-prune.service", "attribution-prune.timer", "attribution-drain-inbox.service",
-            "attribution-drain-inbox.timer"} <= names
+            "attribution-prune.service", "attribution-prune.timer"} <= names
     assert "LimitNOFILE=65536" in (ROOT / "hooks" / "systemd" / "attribution.service").read_text()
 
 

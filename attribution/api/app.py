@@ -41,13 +41,9 @@ def create_app(service: Service) -> FastAPI:
     async def lifespan(_app: FastAPI):
         for warm in getattr(_app.state, "warm", ()):  # slow one-time work of a page, off the request path
             threading.Thread(target=warm, name="warm-up", daemon=True).start()
-        stop = threading.Event()
-        if service.settings.inbox_drain_seconds > 0:
-            threading.Thread(target=drain_inbox_every, args=(service, stop), name="inbox-drain", daemon=True).start()
         try:
             yield
         finally:
-            stop.set()
             service.dispose()
 
     app = FastAPI(title="Attribution Service", version=__version__, description=DESCRIPTION, lifespan=lifespan)
@@ -92,29 +88,3 @@ def app_from_environment() -> FastAPI:
     rules_dir = os.environ.get("ATTRIBUTION_RULES") or settings.rules_dir
     ruleset = load_rules(rules_dir)
     return create_app(build_service(settings, ruleset, tokens))
-
-
-def drain_inbox_every(service: Service, stop: threading.Event) -> None:
-    """The nodes' inbox drained every service.inbox_drain_seconds (attribution/inbox.py) on one connection of the
-    worker's pool, each run bounded by that interval; several workers draining at once is safe (exactly once)."""
-    import logging
-    import time
-
-    from attribution.api.intake import parse_report
-    from attribution.inbox import drain_inbox
-
-    log = logging.getLogger("attribution.service")
-    every = service.settings.inbox_drain_seconds
-    most = service.settings.max_events
-    while not stop.wait(every):
-        try:
-            res = drain_inbox(service.ruleset, service.engine,
-                              lambda doc, origin: parse_report(doc, origin, max_events=most),
-                              deadline=time.monotonic() + max(every, 5.0))
-        except Exception:  # the drain must not end the worker; the next interval tries again
-            log.exception("inbox drain failed")
-            continue
-        if res.stored or res.refused or res.error:
-            log.info("inbox: %s", res.line())
-            for r in res.refused:
-                log.warning("inbox: refused: %s", r)

@@ -208,9 +208,8 @@ def db_stop(ctx: click.Context) -> None:
 @click.option("--timeout", type=float, default=None, help="Stop after this many seconds (the rest stay pending).")
 @click.pass_context
 def db_attribute_pending(ctx: click.Context, timeout: float | None) -> None:
-    """Store what node hooks left in the inbox (as `db drain-inbox`), then compute the verdict of every job with
-    evidence newer than its verdict (e.g. after an ingest was killed between storing and attributing); safe to
-    run from a timer beside live ingests."""
+    """Compute the verdict of every job with evidence newer than its verdict (e.g. after an ingest was killed
+    between storing and attributing); safe to run from a timer beside live ingests."""
     from attribution.pipeline import attribute_all_pending
     from attribution.store import make_partitions_ahead
 
@@ -218,48 +217,8 @@ def db_attribute_pending(ctx: click.Context, timeout: float | None) -> None:
     deadline = time.monotonic() + timeout if timeout else None
     with open_store(ctx) as engine:
         make_partitions_ahead(engine)  # the timer's maintenance step: next year's partitions, before they are due
-        drained = _drain(ctx, rs, engine, None, deadline)  # the nodes' inbox first: its jobs get verdicts now
         n = attribute_all_pending(rs, engine, deadline)
-    click.echo(f"inbox: {drained.line()}")
     click.echo(f"attributed {n} pending job(s)")
-    _refusals(drained)
-
-
-def _drain(ctx, rs, engine, limit, deadline):
-    from attribution.api.intake import parse_report  # the service's report codec: one reading of a report
-    from attribution.inbox import drain_inbox
-
-    most = settings_of(ctx).service.max_events  # the service's bound on one report, for the same report here
-    return drain_inbox(rs, engine, lambda doc, origin: parse_report(doc, origin, max_events=most), limit=limit,
-                       deadline=deadline)
-
-
-def _refusals(res) -> None:
-    for r in res.refused:
-        click.echo(f"  refused: {r}", err=True)
-
-
-@db.command("drain-inbox")
-@click.option("--limit", type=int, default=None, help="Store at most this many reports (default: all waiting).")
-@click.option("--timeout", type=float, default=None, help="Stop after this many seconds (the rest keep waiting).")
-@click.pass_context
-def db_drain_inbox(ctx: click.Context, limit: int | None, timeout: float | None) -> None:
-    """Store the reports node hooks submitted to the inbox (database.delivery: inbox): each decoded as the
-    service decodes a report, stored by the normal ingest (a job's reports stored together and attributed once)
-    and deleted from the inbox in the same transaction. Safe to run beside other drains and live ingests.
-    Exits 3 when it stopped on a database error."""
-    from attribution.errors import InputError
-
-    if limit is not None and limit < 1:
-        raise InputError(str(limit), "--limit must be a positive number")
-    rs = ruleset_of(ctx)
-    deadline = time.monotonic() + timeout if timeout else None
-    with open_store(ctx) as engine:
-        res = _drain(ctx, rs, engine, limit, deadline)
-    click.echo(res.line())
-    _refusals(res)
-    if res.error:
-        raise SystemExit(3)
 
 
 @main.command()

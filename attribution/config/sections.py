@@ -142,11 +142,6 @@ class DatabaseSettings:
     #: TCP keepalive and user timeout: a dead peer or path is noticed within about this many seconds
     tcp_timeout_seconds: Integer = 30
     pool_size: Integer = 2
-    #: how a node hook hands its report to the database: `direct` runs the ingest on the node (SQLAlchemy and
-    #: psycopg, the [db] extra; the verdict is there when the hook ends), `inbox` submits the payload in one
-    #: statement over the bare protocol (node/pgwire.py, no driver) and the central drain ingests it
-    #: (`attribution db drain-inbox`, run by `db attribute-pending`): docs/performance.md, target 2
-    delivery: Annotated[str, BeforeValidator(_one_of("direct", "inbox"))] = "direct"
 
 
 @dataclass(frozen=True, config=_CONFIG)
@@ -322,9 +317,6 @@ class ServiceSettings:
     # sent its request headers is closed; headers must arrive within header_timeout_seconds
     max_connections: Whole = 512
     header_timeout_seconds: Seconds = 10.0
-    #: every this many seconds each worker stores what node hooks left in the database's inbox (database.delivery:
-    #: inbox; docs/store.md "The node inbox"), as `attribution db drain-inbox` does; 0: the service does not
-    inbox_drain_seconds: Annotated[float, BeforeValidator(_number)] = 0.0
 
     def host_port(self) -> Tuple[str, int]:
         return split_host_port(self.listen)  # checked when the settings were made

@@ -277,7 +277,7 @@ def spool_status(config_path=None) -> int:
 
 def spool_flush(config_path=None, rules_dir=None, wait: bool = True, timeout: float | None = None) -> int:
     """Store every spooled payload once (safe to run any number of times, e.g. from a systemd timer): through
-    the service when service_url is set, into the database's inbox with database.delivery inbox, else in the
+    the service when service_url is set, else in the
     database (loads the store)."""
     from attribution import compat
 
@@ -300,13 +300,6 @@ def spool_flush(config_path=None, rules_dir=None, wait: bool = True, timeout: fl
         with client_from_settings(settings) as client:
             res = spool.flush(settings.spool, lambda d: replay_to_service(client, d, deadline),
                               deadline=deadline, wait_for_lock=wait)
-    elif getattr(settings.database, "delivery", "direct") == "inbox":  # no rule pack, no store: the drain's job
-        from attribution.node.epilog import replay_to_inbox
-        from attribution.node.inbox_client import Inbox, target_from_settings
-
-        with Inbox(target_from_settings(settings), settings, deadline or time.monotonic() + 300) as inbox:
-            res = spool.flush(settings.spool, lambda d: replay_to_inbox(inbox, d), deadline=deadline,
-                              wait_for_lock=wait)
     else:
         rs, save_rules = _rules(rules_dir, settings)
         save_rules()

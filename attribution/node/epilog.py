@@ -41,7 +41,6 @@ class HookReport(Value, frozen=False):
     job_id: str
     events: int = 0
     stored: bool = False
-    queued: bool = False  # in the database's inbox, for the central drain to store
     spooled: Path | None = None
     skipped: str | None = None
     error: str | None = None
@@ -56,8 +55,6 @@ class HookReport(Value, frozen=False):
             parts.append(f"skipped: {self.skipped}")
         if self.stored:
             parts.append("stored")
-        if self.queued:
-            parts.append("queued in the inbox")
         if self.spooled:
             parts.append(f"spooled to {self.spooled}")
         if self.error:
@@ -169,37 +166,6 @@ def send_or_spool(settings: Settings, data: dict, deadline: float, report: HookR
             report.spooled = spool.write(settings.spool, data)
 
 
-def replay_to_inbox(inbox, data: Mapping) -> None:
-    """Submit one spooled payload to the database's inbox (the spool's flush handler in inbox mode); one the
-    database refuses for its content (a data exception, a size limit) is moved aside to `bad/`."""
-    from attribution.node.pgwire import ServerError
-
-    try:
-        inbox.submit(dict(data))
-    except ServerError as exc:
-        if exc.permanent:
-            raise spool.Refused(f"refused by the inbox: {exc}") from exc
-        raise
-
-
-def submit_or_spool(settings: Settings, data: dict, deadline: float, report: HookReport) -> None:
-    """Submit the report to the database's inbox (database.delivery: inbox; no driver, node/pgwire.py), then
-    what the spool holds; spool on any failure. The central drain stores it (`attribution db drain-inbox`)."""
-    from attribution.node.inbox_client import Inbox, target_from_settings
-
-    try:
-        with Inbox(target_from_settings(settings), settings, deadline) as inbox:
-            inbox.submit(data)
-            report.queued = True
-            if time.monotonic() < deadline:
-                res = spool.flush(settings.spool, lambda d: replay_to_inbox(inbox, d), deadline=deadline)
-                report.replayed = res.replayed
-    except Exception as exc:  # the database is away, slow, refused, or its password is unreadable
-        report.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        if not report.queued:
-            report.spooled = spool.write(settings.spool, data)
-
-
 def store_or_spool(ruleset: RuleSet, engine_factory: Callable, settings: Settings, ctx: ExecutionContext,
                    events: list[Event], coverage: list[Coverage], source: str, deadline: float,
                    report: HookReport, telemetry: Mapping | None = None, evidence: Mapping | None = None) -> None:
@@ -207,9 +173,6 @@ def store_or_spool(ruleset: RuleSet, engine_factory: Callable, settings: Setting
     `evidence`: this reporter's lines kept for replay (replay.keep.LineKeeper's document)."""
     if settings.service_url:
         send_or_spool(settings, payload(ctx, events, coverage, source, telemetry, evidence), deadline, report)
-        return
-    if getattr(settings.database, "delivery", "direct") == "inbox":
-        submit_or_spool(settings, payload(ctx, events, coverage, source, telemetry, evidence), deadline, report)
         return
     from attribution.pipeline import ingest  # the database path only: the service path loads no store
 
@@ -347,6 +310,6 @@ def run_controller(ruleset: RuleSet, settings: Settings, env: EpilogEnv, engine_
     return report
 
 
-__all__ = ["run_node", "run_controller", "replay", "replay_to_service", "replay_to_inbox", "read_prolog_stamp",
+__all__ = ["run_node", "run_controller", "replay", "replay_to_service", "read_prolog_stamp",
            "HookReport",
            "StoreError"]

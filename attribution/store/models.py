@@ -64,7 +64,6 @@ DISTRIBUTION: dict[str, tuple[str, str | None] | None] = {
     "drain_actions": ("node", "events"),
     "device_counters": ("job_id", "jobs"),
     "job_evidence": ("job_id", "jobs"),
-    "inbox_reports": ("job_id", "jobs"),  # a drain deletes a row in its job's ingest transaction, on its shard
     "rule_packs": None,
     "drain_policies": None,
     "drain_conditions": None,
@@ -450,25 +449,7 @@ class AlertKey(Base):
     sent_at: Mapped[datetime] = mapped_column(TS)
 
 
-class InboxReport(Base):
-    """A node report waiting for the central drain (migration 0018): the payload as submitted through
-    `attribution.submit_report`, one row per job and payload digest (a spool replay is the same row)."""
-
-    __tablename__ = "inbox_reports"
-    __table_args__ = (
-        PrimaryKeyConstraint("job_id", "digest"),
-        Index(None, "received_at"),
-    )
-
-    job_id: Mapped[str] = mapped_column(Text)
-    digest: Mapped[bytes] = mapped_column(LargeBinary)  # SHA-256 of the payload's canonical jsonb text
-    payload: Mapped[dict] = mapped_column(JSONB)
-    received_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
-    submitted_by: Mapped[str] = mapped_column(Text)  # the role that connected (session_user), for trust
-    refused: Mapped[str | None] = mapped_column(Text)  # why the drain can never store it (set aside)
-
-
-__all__ = ["Base", "AlertCursor", "InboxReport", "AlertKey", "SCHEMA", "DISTRIBUTION", "Job", "Event", "JobEvent", "EventJob",
+__all__ = ["Base", "AlertCursor", "AlertKey", "SCHEMA", "DISTRIBUTION", "Job", "Event", "JobEvent", "EventJob",
            "Verdict", "CoverageRecord", "FaultWeek",
            "RulePack", "FaultSeries", "FailedRoot", "DrainPolicy", "DrainCondition", "NodeResume", "DrainAction"]
 

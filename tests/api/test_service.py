@@ -694,28 +694,3 @@ def test_max_symptoms_lists_fewer_symptoms_like_the_command_line(http, service, 
                   headers={**service.auth("read"), "Content-Type": "application/gzip"})
     assert r.status_code == 200, r.text
     assert r.json() == verdict_to_dict(diagnose_bundle(ruleset, path).verdict, symptom_limit=2)
-
-
-def test_with_inbox_drain_seconds_the_service_stores_what_nodes_left_in_the_inbox(ruleset, pg_url, tmp_path):
-    """service.inbox_drain_seconds > 0: each worker drains the nodes' inbox (database.delivery: inbox) on its
-    own, so a job whose node submitted its report gets its verdict without a timer."""
-    d = diagnose_bundle(ruleset, INCIDENTS / "06-ib-link-down")
-    engine = create_engine(pg_url)
-    svc = start_service(pg_url, tmp_path / "svc", service={"inbox_drain_seconds": 0.5})
-    try:
-        with engine.begin() as c:
-            c.execute(text("SELECT attribution.submit_report(:r)"),
-                      {"r": json.dumps(payload(d.context, list(d.events), list(d.coverage), "node"))})
-        until = time.monotonic() + 30
-        while time.monotonic() < until:
-            with engine.connect() as c:
-                waiting = c.execute(text("SELECT count(*) FROM attribution.inbox_reports")).scalar()
-                outcome = c.execute(text("SELECT outcome FROM attribution.job_verdicts")).scalar()
-            if not waiting and outcome:
-                break
-            time.sleep(0.2)
-        assert (waiting, outcome) == (0, d.verdict.outcome)
-        assert "inbox: drained 1 report(s) of 1 job(s), 1 attributed" in svc.log.read_text()
-    finally:
-        svc.stop()
-        engine.dispose()

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-import pytest
-
 from attribution.store.migrate import head
 
 from tests.conftest import INCIDENTS
@@ -139,39 +137,3 @@ def test_a_folder_the_server_user_cannot_enter_is_refused_not_chmodded(tmp_path)
     assert os.stat(tmp_path.parent.parent).st_mode == before
 
 
-def test_drain_inbox_and_attribute_pending_store_what_nodes_submitted(pg_url):
-    """`db drain-inbox` stores the inbox's reports and says so; `db attribute-pending` (the timer) drains it
-    too; a refused report is named on stderr and leaves the exit code 0 (it is set aside, not retried)."""
-    import json
-
-    from click.testing import CliRunner
-    from sqlalchemy import create_engine, text
-
-    from attribution.cli import main
-
-    doc = {"type": "ingest", "source": "node", "events": [], "coverage": [],
-           "context": {"cluster": "c1", "job_id": "91", "nodes": ["n1"], "start": "2026-03-10T08:00:00Z",
-                       "end": "2026-03-10T09:00:00Z", "state": "FAILED", "exit_code": "1:0"}}
-    engine = create_engine(pg_url)
-    env = {"ATTRIBUTION_DATABASE_URL": pg_url}
-
-    def submit(d):
-        with engine.begin() as c:
-            c.execute(text("SELECT attribution.submit_report(:r)"), {"r": json.dumps(d)})
-
-    try:
-        submit(doc)
-        submit(dict(doc, context=dict(doc["context"], job_id="92")))
-        submit(dict(doc, context=dict(doc["context"], job_id="93"), source="nobody"))
-        r = CliRunner().invoke(main, ["db", "drain-inbox", "--limit", "1"], env=env)
-        assert r.exit_code == 0, r.output
-        assert r.stdout.strip() == "drained 1 report(s) of 1 job(s), 1 attributed; 2 left"
-        r = CliRunner().invoke(main, ["db", "attribute-pending"], env=env)
-        assert r.exit_code == 0, r.output
-        assert r.stdout.splitlines()[0] == "inbox: drained 1 report(s) of 1 job(s), 1 attributed; 1 refused"
-        assert "refused: job 93" in r.stderr and "source 'nobody'" in r.stderr
-        with engine.connect() as c:
-            assert sorted(c.execute(text("SELECT job_id FROM attribution.jobs")).scalars()) == ["91", "92"]
-        assert CliRunner().invoke(main, ["db", "drain-inbox", "--limit", "0"], env=env).exit_code == 2
-    finally:
-        engine.dispose()

@@ -6,7 +6,6 @@ migrate at once, and credentials never reach a log, an error message or a comman
 from __future__ import annotations
 
 import contextlib
-import json
 import multiprocessing
 import os
 import subprocess
@@ -33,14 +32,14 @@ from tests.harness.hooknode import BIN, HOOK_ENV, Node
 
 pytestmark = pytest.mark.slow  # database roles, grants and migrations on real servers
 
-WRITER, READER, SUBMITTER = "attribution_writer", "attribution_reader", "attribution_submitter"
+WRITER, READER = "attribution_writer", "attribution_reader"
+#: 0018 made a third role for the nodes' inbox, 0020 dropped it with the inbox
+SUBMITTER = "attribution_submitter"
 #: What ingest writes (attribution/store/writer.py); 0004 added the two rollups after 0002, 0010 the evidence kept
 #: for replay, 0007 event_jobs, 0012 failed_root_series; 0019 dropped verdict_symptoms (the roles are on the verdict).
 INGEST_TABLES = {"jobs", "events", "job_events", "verdicts", "coverage", "fault_weeks",
                  "rule_packs", "fault_series", "failed_roots", "device_counters", "job_evidence", "event_jobs",
                  "failed_root_series"}
-#: What the central drain reads and deletes as the writer (0018: the nodes' inbox); the writer deletes nowhere else.
-DRAIN_TABLES = {"inbox_reports"}
 UTC = timezone.utc
 
 
@@ -88,7 +87,7 @@ def test_the_roles_are_group_roles_without_login(store):
     with store.connect() as c:
         rows = dict(c.execute(text("SELECT rolname, rolcanlogin FROM pg_roles WHERE rolname IN (:w, :r, :s)"),
                               {"w": WRITER, "r": READER, "s": SUBMITTER}).all())
-    assert rows == {WRITER: False, READER: False, SUBMITTER: False}
+    assert rows == {WRITER: False, READER: False}
 
 
 def test_a_writer_can_run_a_full_ingest(ruleset, store, pg_url, tmp_path):
@@ -177,7 +176,7 @@ def test_a_writer_cannot_change_the_schema_delete_or_truncate(ruleset, store, pg
     partition = sorted(n for n, k in rels.items() if k == "partition")[0]
     statements = [s.format(partition=partition) for s in DDL]
     statements += [f"DELETE FROM attribution.{t}" for t, k in sorted(rels.items())
-                   if k == "table" and t not in DRAIN_TABLES]
+                   if k == "table"]
     statements += [f"DELETE FROM attribution.{partition}", f"UPDATE attribution.{partition} SET message = ''"]
     refused = []
     with login_role(pg_url, WRITER) as role, _connect_as(pg_url, role) as c:
@@ -201,7 +200,7 @@ def test_a_writer_cannot_change_the_schema_delete_or_truncate(ruleset, store, pg
 
 
 def test_a_writer_reads_only_what_ingest_needs(ruleset, store, pg_url):
-    """SELECT on the ingest tables; nothing on the views, alembic_version, the drain tables or the partitions."""
+    """SELECT on the ingest tables; nothing on the views, alembic_version or the partitions; no DELETE anywhere."""
     ingest_bundle(ruleset, store, INCIDENTS / "06-ib-link-down")
     rels = _relations(pg_url)
     with login_role(pg_url, WRITER) as role, _connect_as(pg_url, role) as c:
@@ -218,67 +217,9 @@ def test_a_writer_reads_only_what_ingest_needs(ruleset, store, pg_url):
         deletable = c.execute(
             "SELECT DISTINCT table_name FROM information_schema.role_table_grants "
             "WHERE grantee = %s AND table_schema = 'attribution' AND privilege_type = 'DELETE'", (WRITER,)).fetchall()
-    assert readable == (INGEST_TABLES | DRAIN_TABLES) & set(rels), readable ^ ((INGEST_TABLES | DRAIN_TABLES) & set(rels))
-    assert {p for (p,) in privs} == {"SELECT", "INSERT", "UPDATE", "DELETE"}
-    assert {t for (t,) in deletable} == DRAIN_TABLES
-
-
-def _submit_as(pg_url: str, role: str, doc: dict):
-    from attribution.node import pgwire
-
-    u = make_url(pg_url)
-    target = pgwire.Target("127.0.0.1", u.port, role, u.database, sslmode="disable")
-    with pgwire.connect(target, time.monotonic() + 10) as c:
-        return c.query_one("SELECT attribution.submit_report($1)", json.dumps(doc))
-
-
-NODE_DOC = {"type": "ingest", "source": "node", "context": {"cluster": "c1", "job_id": "77", "nodes": ["n1"]}}
-
-
-def test_a_submitter_can_put_a_report_in_the_inbox_and_do_nothing_else(ruleset, store, pg_url):
-    """The node's role in inbox mode (0018): EXECUTE on submit_report, which records the login role; no table,
-    view or other function, not even reading the inbox back."""
-    ingest_bundle(ruleset, store, INCIDENTS / "06-ib-link-down")
-    rels = _relations(pg_url)
-    with login_role(pg_url, SUBMITTER) as role:
-        assert _submit_as(pg_url, role, NODE_DOC) == "t"
-        assert _submit_as(pg_url, role, NODE_DOC) == "f"  # the same payload again: the same row
-        with _connect_as(pg_url, role) as c:
-            statements = [sql.SQL("SELECT * FROM attribution.{} LIMIT 1").format(sql.Identifier(n))
-                          for n in sorted(rels)]
-            statements += [sql.SQL(s) for s in (
-                "INSERT INTO attribution.inbox_reports (job_id, digest, payload, submitted_by) "
-                "VALUES ('1', '\\x00', '{}', 'root')",
-                "DELETE FROM attribution.inbox_reports", "UPDATE attribution.inbox_reports SET refused = 'x'",
-                "SELECT attribution.ensure_event_partitions(1)",
-                "SELECT * FROM attribution.drain_candidates_at(now())", *DDL[:5])]
-            for stmt in statements:
-                with pytest.raises(errors.InsufficientPrivilege):
-                    c.execute(stmt)
-    with store.connect() as c:
-        rows = c.execute(text("SELECT job_id, submitted_by FROM attribution.inbox_reports")).all()
-    assert rows == [("77", role)]
-
-
-def test_a_writer_may_submit_and_drain_the_inbox(ruleset, store, pg_url):
-    """A node whose login role is in the writer's group can switch to the inbox; the drain (the timer's
-    `db attribute-pending`, as the writer) reads, stores and deletes its rows."""
-    from attribution.api.intake import parse_report
-    from attribution.inbox import drain_inbox
-    from attribution.node.epilog import payload
-    from attribution.pipeline import diagnose_bundle
-
-    d = diagnose_bundle(ruleset, INCIDENTS / "06-ib-link-down")
-    with login_role(pg_url, WRITER) as role:
-        assert _submit_as(pg_url, role, payload(d.context, list(d.events), list(d.coverage), "node")) == "t"
-        w = _as(pg_url, role)
-        try:
-            res = drain_inbox(ruleset, w, lambda doc, origin: parse_report(doc, origin))
-        finally:
-            w.dispose()
-    assert (res.stored, res.attributed, res.error, res.left) == (1, 1, None, 0)
-    with store.connect() as c:
-        assert c.execute(text("SELECT count(*) FROM attribution.job_verdicts")).scalar() == 1
+    assert readable == INGEST_TABLES & set(rels), readable ^ (INGEST_TABLES & set(rels))
+    assert {p for (p,) in privs} == {"SELECT", "INSERT", "UPDATE"}
+    assert deletable == []
 
 
 def test_a_reader_can_select_every_view_and_write_nothing(ruleset, store, pg_url):
@@ -379,13 +320,13 @@ def test_many_databases_of_one_server_migrate_at_once(embedded_factory):
             return c.execute("SELECT count(*) FROM pg_roles WHERE rolname IN (%s, %s, %s)",
                              (WRITER, READER, SUBMITTER)).fetchone()[0]
 
-    assert roles() == 3
+    assert roles() == 2  # 0020 dropped the inbox's role
     with ctx.Pool(len(urls) - 1) as pool:
         pool.map(_downgrade, urls[:-1])
-    assert roles() == 3
+    assert roles() == 2
     _downgrade(urls[-1])
     assert roles() == 0
-    assert set(ctx.Pool(2).map(_upgrade, urls[:2])) == {migrate.head()} and roles() == 3
+    assert set(ctx.Pool(2).map(_upgrade, urls[:2])) == {migrate.head()} and roles() == 2
 
 
 # -- credentials -----------------------------------------------------------------------------------------------------
