@@ -19,6 +19,10 @@ UTC = timezone.utc
 #: Outcomes whose causes are infrastructure faults: they name culprit nodes. (The closed lists of roles,
 #: outcomes and actions are the rule pack's vocabulary: rules/schema/defs.schema.json.)
 INFRASTRUCTURE_OUTCOMES = frozenset({"gpu_hardware", "nvlink", "nvswitch_fabric", "network", "host"})
+#: Every outcome a verdict may have, in the contract's order (the schema's `outcome` enum: tests/test_model.py
+#: holds the two together)
+OUTCOMES = ("gpu_hardware", "nvlink", "nvswitch_fabric", "network", "host", "application", "scheduler", "unknown",
+            "none")
 
 #: Who could have written the evidence (docs/bundle.md "Trust"): the job's own program wrote its output; the
 #: system wrote the rest (kernel, Fabric Manager, node logs, scheduler state, telemetry).

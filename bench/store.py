@@ -29,7 +29,7 @@ def store_batches(jobs: int, per_job: int = 2000):
     from datetime import timedelta
 
     from attribution.model import Event
-    from attribution.pipeline import diagnose_bundle
+    from attribution.pipeline.diagnose import diagnose_bundle
     from attribution.rulepack.load import load_rules
 
     rs = load_rules(ROOT / "rules")
@@ -56,7 +56,7 @@ def store_run(work: Path, name: str, rs, batches) -> dict:
 
     from sqlalchemy import text
 
-    from attribution.pipeline import ingest
+    from attribution.pipeline.ingest import ingest
     from attribution.store.codec import fingerprint
     from attribution.store.links import node_key
     from attribution.store.writer import EVENT_COLUMNS

@@ -6,48 +6,90 @@ umask 077
 
 ATTRIBUTION_STARTED_US=${EPOCHREALTIME//[.,]/}             # bash 5: microseconds, no process started
 
-# hook.env is sourced by hooks that run as root: it is read only when it and its folder can be changed by no one
-# but root or the user this hook runs as (not writable by group or others; a folder may be sticky, like /tmp).
-# Otherwise it is ignored, the defaults apply and the refusal is logged. Returns 0 (and sets
-# ATTRIBUTION_ENV_REFUSED to the reason) when refused.
+# hook.env is read as data, never run: `KEY=VALUE` lines of the keys below (ATTRIBUTION_KEYS), each value taken
+# literally (no $VAR, $(...) or backquote is expanded; one pair of surrounding quotes is removed), `#` comment lines.
+# The file is opened once, without following a link: it must not be a link, and the file opened must be the one
+# the path names (device and inode of the open file against the path's, after the open), owned by root or by the
+# user this hook runs as and not writable by group or others, and so must every folder up to / (none a link).
+# Otherwise none of it is used, the defaults apply and the refusal is logged. attribution/node/hookenv.py reads it
+# the same way (tests hold the two to the same cases).
+ATTRIBUTION_KEYS=" ATTRIBUTION_BIN ATTRIBUTION_CTLD_BIN ATTRIBUTION_BUDGET ATTRIBUTION_KERNEL_SOURCE ATTRIBUTION_KERNEL_FILE
+ ATTRIBUTION_FM_LOG ATTRIBUTION_STATE_DIR ATTRIBUTION_SPOOL_DIR ATTRIBUTION_LOG ATTRIBUTION_LOOKBACK_BYTES
+ ATTRIBUTION_FILTER ATTRIBUTION_TELEMETRY ATTRIBUTION_GPU_TOOL ATTRIBUTION_NVIDIA_SMI ATTRIBUTION_SYSFS_ROOT
+ ATTRIBUTION_SMI_TIMEOUT ATTRIBUTION_IB_COUNTERS ATTRIBUTION_TEXTFILE_DIR ATTRIBUTION_SCONTROL ATTRIBUTION_CONFIG
+ ATTRIBUTION_SERVICE_URL ATTRIBUTION_SERVICE_TOKEN_FILE ATTRIBUTION_SERVICE_CA_FILE ATTRIBUTION_SERVICE_TIMEOUT
+ ATTRIBUTION_CLUSTER ATTRIBUTION_LOOKBACK_SECONDS ATTRIBUTION_NODE_LOG_BYTES ATTRIBUTION_KEPT_BYTES SLURM_CONF "
+ATTRIBUTION_KEYS=${ATTRIBUTION_KEYS//$'\n'/ }  # one space between names, so that " KEY " finds each
+ATTRIBUTION_ENV_REFUSED=
+
+# Why the open file on descriptor $2 (path $1) may not be read, in ATTRIBUTION_ENV_REFUSED; returns 1 when it may.
 attribution_env_refusal() {
-  local f d line uid mode what
-  f=$1
-  # resolved only when a link could lead elsewhere (one process fewer on every job otherwise)
-  if [ -L "$f" ] || [ -L "${f%/*}" ] || [ "${f#/}" = "$f" ]; then
-    f=$(readlink -f -- "$1" 2>/dev/null) || { ATTRIBUTION_ENV_REFUSED="cannot resolve $1"; return 0; }
-  fi
+  local f=$1 fd=$2 opened named d what uid mode kind rest
+  # the open file itself, and the path's own entry (not followed): the same device and inode, or the path moved
+  opened=$(stat -L -c '%u %a %d:%i %F' -- "/proc/self/fd/$fd" 2>/dev/null) \
+    || { ATTRIBUTION_ENV_REFUSED="cannot stat the open $f"; return 0; }
+  named=$(stat -c '%d:%i %F' -- "$f" 2>/dev/null) || { ATTRIBUTION_ENV_REFUSED="cannot stat $f"; return 0; }
+  # shellcheck disable=SC2086
+  set -- $opened  # uid mode device:inode type...
+  uid=$1 mode=$2 rest=$3
+  case "$named" in
+    *'symbolic link') ATTRIBUTION_ENV_REFUSED="$f is a symbolic link"; return 0 ;;
+  esac
+  [ "$rest" = "${named%% *}" ] || { ATTRIBUTION_ENV_REFUSED="$f changed while it was opened"; return 0; }
+  case "$opened" in *'regular file'|*'regular empty file') ;; *) ATTRIBUTION_ENV_REFUSED="$f is not a regular file"; return 0 ;; esac
+  attribution_owned "$f" "$uid" "$mode" || return 0
   d=${f%/*}
-  d=${d:-/}
-  # one stat for the file and its folder (a process fewer on every job); which one failed only when one did
-  if ! line=$(stat -c '%u %a' -- "$f" "$d" 2>/dev/null); then
-    what=$d
-    stat -c '' -- "$f" >/dev/null 2>&1 || what=$f
-    ATTRIBUTION_ENV_REFUSED="cannot stat $what"; return 0
-  fi
-  for what in "$f" "$d"; do
-    uid=${line%% *} line=${line#* } mode=${line%%$'\n'*} line=${line#*$'\n'}
-    case "$uid$mode" in ''|*[!0-9]*) ATTRIBUTION_ENV_REFUSED="unreadable mode of $what"; return 0 ;; esac
-    if [ "$uid" != 0 ] && [ "$uid" != "$EUID" ]; then
-      ATTRIBUTION_ENV_REFUSED="$what is owned by uid $uid, not by root"; return 0
-    fi
-    if [ $((8#$mode & 8#022)) != 0 ]; then
-      [ "$what" = "$f" ] && { ATTRIBUTION_ENV_REFUSED="$what is writable by group or others (mode $mode)"; return 0; }
-      [ $((8#$mode & 8#1000)) = 0 ] && { ATTRIBUTION_ENV_REFUSED="$what is writable by group or others (mode $mode)"; return 0; }
-    fi
+  while :; do
+    d=${d:-/}
+    what=$(stat -c '%u %a %F' -- "$d" 2>/dev/null) || { ATTRIBUTION_ENV_REFUSED="cannot stat $d"; return 0; }
+    # shellcheck disable=SC2086
+    set -- $what
+    uid=$1 mode=$2 kind=$3
+    [ "$kind" = directory ] || { ATTRIBUTION_ENV_REFUSED="$d is a symbolic link, not a folder"; return 0; }
+    attribution_owned "$d" "$uid" "$mode" || return 0
+    [ "$d" = / ] && break
+    d=${d%/*}
   done
   return 1
 }
 
-ATTRIBUTION_HOOK_ENV=${ATTRIBUTION_HOOK_ENV:-/etc/attribution/hook.env}
-ATTRIBUTION_ENV_REFUSED=
-# (no command substitution: the check sets ATTRIBUTION_ENV_REFUSED itself, one subshell fewer on every job)
-if [ -r "$ATTRIBUTION_HOOK_ENV" ] && ! attribution_env_refusal "$ATTRIBUTION_HOOK_ENV"; then
-  # shellcheck disable=SC1090
-  . "$ATTRIBUTION_HOOK_ENV"
-fi  # refused: logged once the log's path is known
+attribution_owned() {  # $1 path, $2 owner uid, $3 octal mode: 0 when only root (or this user) can change it
+  case "$2$3" in ''|*[!0-9]*) ATTRIBUTION_ENV_REFUSED="unreadable mode of $1"; return 1 ;; esac
+  if [ "$2" != 0 ] && [ "$2" != "$EUID" ]; then ATTRIBUTION_ENV_REFUSED="$1 is owned by uid $2, not by root"; return 1; fi
+  if [ $((8#$3 & 8#022)) != 0 ]; then ATTRIBUTION_ENV_REFUSED="$1 is writable by group or others (mode $3)"; return 1; fi
+  return 0
+}
 
-: "${ATTRIBUTION_BIN:=/usr/local/bin/attribution}"        # the attribution command (e.g. in a venv)
+# Read hook.env ($1) as data into the variables it names (see above).
+attribution_read_env() {
+  local f=$1 fd line key value
+  case "$f" in /*) ;; *) ATTRIBUTION_ENV_REFUSED="$f is not an absolute path"; return ;; esac
+  [ -e "$f" ] || [ -L "$f" ] || return 0
+  [ -L "$f" ] && { ATTRIBUTION_ENV_REFUSED="$f is a symbolic link"; return; }
+  exec {fd}<"$f" 2>/dev/null || { ATTRIBUTION_ENV_REFUSED="cannot open $f"; return; }
+  if attribution_env_refusal "$f" "$fd"; then
+    exec {fd}<&-
+    return
+  fi
+  while IFS= read -r line || [ -n "$line" ]; do
+    line=${line#"${line%%[![:space:]]*}"}
+    case "$line" in ''|'#'*) continue ;; esac
+    line=${line#export }
+    key=${line%%=*}
+    [ "$key" = "$line" ] && continue
+    value=${line#*=}
+    case "$ATTRIBUTION_KEYS" in *" $key "*) ;; *) continue ;; esac
+    case "$value" in \'*\') value=${value:1:${#value}-2} ;; \"*\") value=${value:1:${#value}-2} ;; esac
+    printf -v "$key" '%s' "$value"
+  done <&"$fd"
+  exec {fd}<&-
+}
+
+ATTRIBUTION_HOOK_ENV=${ATTRIBUTION_HOOK_ENV:-/etc/attribution/hook.env}
+attribution_read_env "$ATTRIBUTION_HOOK_ENV"  # refused: logged once the log's path is known
+
+: "${ATTRIBUTION_BIN:=/usr/local/bin/attribution-node}"   # the node collector (standard library only)
+: "${ATTRIBUTION_CTLD_BIN:=/usr/local/bin/attribution}"   # the full command, on the controller
 : "${ATTRIBUTION_BUDGET:=20}"                            # seconds; keep well under PrologEpilogTimeout
 : "${ATTRIBUTION_KERNEL_SOURCE:=auto}"                   # auto | journald | dmesg | file
 : "${ATTRIBUTION_KERNEL_FILE:=}"                         # for kernel source 'file', e.g. /var/log/kern.log
@@ -61,7 +103,7 @@ ATTRIBUTION_HOOKS_DIR=${BASH_SOURCE[0]%/*}
 case "$ATTRIBUTION_HOOKS_DIR" in /*) ;; *) ATTRIBUTION_HOOKS_DIR=$PWD/$ATTRIBUTION_HOOKS_DIR ;; esac
 : "${ATTRIBUTION_FILTER:=$ATTRIBUTION_HOOKS_DIR/suspicious.patterns}"  # generated: attribution rules filter
 : "${ATTRIBUTION_TELEMETRY:=on}"                         # on | off: counter snapshots at prolog and epilog
-: "${ATTRIBUTION_GPU_TOOL:=nvidia-smi}"                   # nvidia-smi | nvml (nvidia-ml-py, Python) | none
+: "${ATTRIBUTION_GPU_TOOL:=nvidia-smi}"                   # nvidia-smi | none
 : "${ATTRIBUTION_NVIDIA_SMI:=/usr/bin/nvidia-smi}"       # a missing tool is a coverage gap, not an error
 : "${ATTRIBUTION_SYSFS_ROOT:=}"                          # prefix of /sys (a test fakes a node's sysfs there)
 : "${ATTRIBUTION_SMI_TIMEOUT:=10}"                       # seconds nvidia-smi may take
@@ -70,12 +112,15 @@ case "$ATTRIBUTION_HOOKS_DIR" in /*) ;; *) ATTRIBUTION_HOOKS_DIR=$PWD/$ATTRIBUTI
 : "${ATTRIBUTION_IB_COUNTERS:=counters/link_downed counters/symbol_error counters/port_rcv_errors counters/link_error_recovery counters/local_link_integrity_errors counters/excessive_buffer_overrun_errors counters/port_rcv_remote_physical_errors}"
 # The nvidia-smi XML elements whose lines are compared between the prolog and the epilog (the counters the rules
 # read; timestamps, clocks, temperatures and memory use differ in every snapshot and are left out)
-ATTRIBUTION_SMI_TAGS='gpu|total|device_memory|dram_uncorrectable|dram_correctable|sram_correctable|sram_uncorrectable|sram_uncorrectable_parity|sram_uncorrectable_secded|sram_threshold_exceeded|retired_count|pending_retirement|pending_blacklist|remapped_row_unc|remapped_row_pending|remapped_row_failure|replay_counter|replay_rollover_counter|reset_required|drain_and_reset_recommended|gpu_recovery_action'
+ATTRIBUTION_SMI_TAGS='gpu|total|device_memory|dram_uncorrectable|dram_correctable|sram_correctable|sram_uncorrectable|sram_uncorrectable_parity|sram_uncorrectable_secded|sram_threshold_exceeded|retired_count|pending_retirement|pending_blacklist|remapped_row_unc|remapped_row_pending|remapped_row_failure|replay_counter|replay_rollover_counter|reset_required|drain_and_reset_recommended|gpu_recovery_action|channel_repair_pending|tpc_repair_pending|unrepairable_memory'
 if [ "$ATTRIBUTION_TEXTFILE_DIR" = auto ]; then
   ATTRIBUTION_TEXTFILE_DIR=off
   [ -d /var/lib/node_exporter/textfile_collector ] && ATTRIBUTION_TEXTFILE_DIR=/var/lib/node_exporter/textfile_collector
 fi
-export ATTRIBUTION_CONFIG ATTRIBUTION_HOME ATTRIBUTION_DATABASE_URL SLURM_CONF ATTRIBUTION_TEXTFILE_DIR
+# what the commands read of it, passed on: they read hook.env no more
+for key in $ATTRIBUTION_KEYS; do [ -n "${!key:-}" ] && export "${key?}"; done
+ATTRIBUTION_SETTINGS_FROM_HOOK=1
+export ATTRIBUTION_SETTINGS_FROM_HOOK
 
 if [ "$ATTRIBUTION_KERNEL_SOURCE" = auto ]; then
   if [ -n "$ATTRIBUTION_KERNEL_FILE" ]; then
@@ -175,14 +220,17 @@ attribution_suspicious() {
   return 1
 }
 
-# Run the attribution command, killed if it outlives the budget (it also bounds itself).
+# Run a command ($1: the node collector or, on the controller, the full command) as `$1 epilog ...`, killed if it
+# outlives the budget (it also bounds itself).
 attribution_run() {
+  local bin=$1
+  shift
   # --started: the budget counts from here (as timeout's does), not from when Python has finished importing;
   # bash 5's clock when it has one (no `date` process), in the locale's decimal point
   local now=${EPOCHREALTIME:-}
   now=${now/,/.}
   [ -n "$now" ] || now=$(date +%s.%N)
-  timeout -k 2 "$ATTRIBUTION_BUDGET" "$ATTRIBUTION_BIN" epilog --budget "$ATTRIBUTION_BUDGET" \
+  timeout -k 2 "$ATTRIBUTION_BUDGET" "$bin" epilog --budget "$ATTRIBUTION_BUDGET" \
     --started "$now" "$@" </dev/null >>"$ATTRIBUTION_LOG" 2>&1
   local rc=$?
   ATTRIBUTION_RAN=1 ATTRIBUTION_RC=$rc
@@ -190,18 +238,16 @@ attribution_run() {
 }
 
 # Snapshot this node's counters into $1 (docs/bundle.md "Telemetry snapshots", in the compact listing form):
-# nvidia-smi.xml (with nvidia-smi.status and .err when it failed) or nvml.txt (ATTRIBUTION_GPU_TOOL=nvml);
-# sysfs.txt, one `path:value` line per watched InfiniBand port counter and per AER TOTAL_ERR_* line of every PCI
-# device; at the epilog pci-topology.txt (each PCI device's sysfs path: its bridges); and
-# counters.key, the lines the epilog compares. A handful of processes, no Python; whatever is missing is left out.
+# nvidia-smi.xml (with nvidia-smi.status and .err when it failed); sysfs.txt, one `path:value` line per watched
+# InfiniBand port counter and per AER TOTAL_ERR_* line of every PCI device; at the epilog pci-topology.txt (each PCI
+# device's sysfs path: its bridges); and counters.key, the lines the epilog compares (the watched XML elements, the
+# sysfs lines, and what nvidia-smi printed beside its XML or on failing: a warning naming a GPU, "No devices were
+# found"). A handful of processes, no Python; whatever is missing is left out. The files travel as they are: the
+# centre parses them (the node collector sends their text).
 attribution_snapshot() {
   local dir=$1 phase=$2 sys="${ATTRIBUTION_SYSFS_ROOT}/sys" c files=()
   mkdir -p "$dir" || return 1
-  if [ "$ATTRIBUTION_GPU_TOOL" = nvml ]; then
-    # Python (nvidia-ml-py) at both ends of every job: the operator's choice (hooks/README.md says the cost)
-    timeout -k 1 "$ATTRIBUTION_SMI_TIMEOUT" "$ATTRIBUTION_BIN" nvml-snapshot "$dir/nvml.txt" </dev/null \
-      >/dev/null 2>&1
-  elif [ "$ATTRIBUTION_GPU_TOOL" = nvidia-smi ] && [ -x "$ATTRIBUTION_NVIDIA_SMI" ]; then
+  if [ "$ATTRIBUTION_GPU_TOOL" = nvidia-smi ] && [ -x "$ATTRIBUTION_NVIDIA_SMI" ]; then
     # a failed run is kept with its status and stderr: a GPU that fell off the bus makes nvidia-smi fail naming it
     timeout -k 1 "$ATTRIBUTION_SMI_TIMEOUT" "$ATTRIBUTION_NVIDIA_SMI" -q -x >"$dir/nvidia-smi.xml" \
       2>"$dir/nvidia-smi.err" || printf '%s\n' "$?" >"$dir/nvidia-smi.status"
@@ -213,7 +259,8 @@ attribution_snapshot() {
   grep -s -H -E '^([0-9]+|TOTAL_ERR_[A-Z]+ [0-9]+)$' "${files[@]}" >"$dir/sysfs.txt"
   [ "$phase" = epilog ] && [ -s "$dir/sysfs.txt" ] \
     && readlink -f "$sys"/bus/pci/devices/* >"$dir/pci-topology.txt" 2>/dev/null
-  grep -s -h -E -e "<($ATTRIBUTION_SMI_TAGS)[> ]" -e '^/' -e '^(gpu|lost) ' "$dir/nvidia-smi.xml" "$dir/nvml.txt" \
-    "$dir/sysfs.txt" >"$dir/counters.key"
+  # one grep: the watched XML elements, and every line that is not XML (the sysfs lines, nvidia-smi's messages)
+  grep -s -h -E -e "<($ATTRIBUTION_SMI_TAGS)[> ]" -e '^[[:space:]]*[^<[:space:]]' "$dir/nvidia-smi.xml" \
+    "$dir/sysfs.txt" "$dir/nvidia-smi.err" "$dir/nvidia-smi.status" >"$dir/counters.key"
   return 0
 }

@@ -69,3 +69,14 @@ def test_coverage_as_dict_leaves_out_what_is_unset():
     assert Coverage("job", None, "error", reason="cannot read", file="/x", notes=("a",)).as_dict() == {
         "source": "job", "node": None, "status": "error", "lines": 0, "file": "/x", "reason": "cannot read",
         "notes": ["a"]}
+
+
+def test_the_verdict_outcomes_are_the_schemas():
+    """model.OUTCOMES is the rule pack's vocabulary (rules/schema/defs.schema.json `outcome`), in its order."""
+    import json
+
+    from attribution.model import OUTCOMES
+    from attribution.resources import rules_dir
+
+    defs = json.loads((rules_dir() / "schema" / "defs.schema.json").read_text())
+    assert OUTCOMES == tuple(defs["$defs"]["outcome"]["enum"])

@@ -119,7 +119,7 @@ def test_the_hooks_argv_is_read_as_argparse_reads_it_and_anything_else_goes_to_a
 
 
 def test_the_cached_pack_gives_the_same_verdicts_as_the_loaded_one(tmp_path):
-    from attribution.pipeline import diagnose_bundle
+    from attribution.pipeline.diagnose import diagnose_bundle
     from attribution.reports.render import verdict_to_dict
 
     loaded = load_rules(ROOT / "rules")

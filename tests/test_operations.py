@@ -130,7 +130,7 @@ def metered_service(pg_server, pg_template, tmp_path_factory):
 
 def _report_of(bundle: Path) -> dict:
     from attribution.node.epilog import payload
-    from attribution.pipeline import diagnose_bundle
+    from attribution.pipeline.diagnose import diagnose_bundle
     from attribution.rulepack.load import load_rules
 
     d = diagnose_bundle(load_rules(ROOT / "rules"), bundle)

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from attribution.collect.bundle import collect_bundle
-from attribution.pipeline import diagnose_bundle, diagnose_observations
+from attribution.pipeline.diagnose import diagnose_bundle, diagnose_observations
 from attribution.reports.render import verdict_to_dict
 from attribution.scope.bundle import load_context
 

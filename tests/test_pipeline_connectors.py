@@ -18,7 +18,8 @@ from click.testing import CliRunner
 from attribution.cli import main
 from attribution.config import (ConnectorSettings, FileSourceSettings, KubernetesSettings, LokiSettings,
                                 PrometheusSettings)
-from attribution.pipeline import diagnose_bundle, diagnose_kueue_workload, diagnose_static
+from attribution.pipeline.diagnose import diagnose_bundle
+from attribution.pipeline.live import diagnose_kueue_workload, diagnose_static
 
 from tests.conftest import INCIDENTS, ROOT
 from tests.harness import kubectl as fake_kubectl
@@ -172,7 +173,7 @@ def test_a_failing_server_leaves_a_verdict_with_its_coverage_marked(tmp_path, re
 
 @pytest.mark.prometheus
 def test_a_metric_root_cause_survives_the_store(ruleset, prom, store):
-    from attribution.pipeline import ingest
+    from attribution.pipeline.ingest import ingest
 
     c = ConnectorSettings(files=(JOB_FILES,), prometheus=PrometheusSettings(url=prom.url, step=15))
     d = diagnose_static(ruleset, c, XID79 / "context.yaml")

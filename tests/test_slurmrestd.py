@@ -149,7 +149,7 @@ def test_drain_apply_and_resume_through_slurmrestd_with_no_scontrol(restd, pg_ur
     """A central host with no Slurm client: `attribution drain` configured with connectors.slurmrestd."""
     from sqlalchemy import create_engine
 
-    from attribution.pipeline import ingest
+    from attribution.pipeline.ingest import ingest
     from attribution.rulepack.check import events_for_line
     from attribution.scope.bundle import parse_context
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from sqlalchemy import text
 
 from attribution.drain.policy import load_policy
-from attribution.pipeline import diagnose_bundle, ingest_bundle
+from attribution.pipeline.diagnose import diagnose_bundle
+from attribution.pipeline.ingest import ingest_bundle
 from attribution.reports.render import verdict_to_dict
 from attribution.store import drain as sd
 
@@ -203,7 +204,7 @@ def test_l7_parallel_first_ingests_of_many_months_do_not_deadlock(ruleset, store
                         f"(PCI:0000:3b:00): 13, Graphics Exception\n" for k in range(12))
         (b / "nodes" / "gpu007" / "kernel.log").write_text(lines)
         bundles.append(b)
-    from attribution.pipeline import ingest
+    from attribution.pipeline.ingest import ingest
 
     done = [diagnose_bundle(ruleset, b) for b in bundles]  # the scanner is per thread; ingest is what races
     with ThreadPoolExecutor(4) as ex:

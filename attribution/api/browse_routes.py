@@ -11,12 +11,12 @@ from fastapi import Depends, FastAPI, Path, Query
 from attribution.api.schemas import ERROR_RESPONSES, JobRowsOut, Name, NodeHistoryOut, NodeName, Time
 from attribution.api.security import policy, require
 from attribution.api.service import Service
+from attribution.model import OUTCOMES as VERDICT_OUTCOMES
 from attribution.store import browse
 from attribution.timeparse import parse_iso
 
 UTC = timezone.utc
-OUTCOMES = ("failed", "gpu_hardware", "nvlink", "nvswitch_fabric", "network", "host", "application", "scheduler",
-            "unknown", "none")
+OUTCOMES = ("failed",) + VERDICT_OUTCOMES
 Outcome = Annotated[str, Query(pattern="^(" + "|".join(OUTCOMES) + ")$",
                                description="an outcome, or `failed` for every outcome but `none`")]
 Cursor = Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_-]+$",

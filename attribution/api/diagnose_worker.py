@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     argv = argv[2:]
-    from attribution.pipeline import diagnose_bundle
+    from attribution.pipeline.diagnose import diagnose_bundle
     from attribution.reports.render import verdict_to_dict
     from attribution.rulepack.load import load_rules
 

@@ -1,34 +1,19 @@
-"""Reports from hooks and connectors (the epilog payload, a job's context) as model values, ingested through
-the pipeline. The service calls this; it raises InputError for a report it cannot use and StoreError when the
-database refuses, and knows nothing of HTTP.
+"""A job's context posted by a connector or the controller as a report, and any report into the store through the
+pipeline. The service calls this; it raises InputError for a report it cannot use and StoreError when the
+database refuses, and knows nothing of HTTP. (Observation documents have their codec in intake/codec.py.)
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from attribution import frozen
 from attribution.errors import InputError
 from attribution.rulepack.values import RuleSet
-from attribution.serialize import Report, context_from_document, report_from_json
+from attribution.serialize import Report, context_from_document
 from attribution.store.jobs import CONTEXT_PRECEDENCE
 
 #: Sources a report may name: those whose precedence decides whose job context wins in the store.
 REPORT_SOURCES = tuple(CONTEXT_PRECEDENCE)
-
-
-def parse_report(doc: Mapping[str, Any], origin: str = "payload", max_events: int | None = None) -> Report:
-    """An epilog payload ({"type": "ingest", "source", "context", "events", "coverage"}) to a Report."""
-    report = report_from_json(doc, origin, max_events=max_events, sources=REPORT_SOURCES)
-    if not doc.get("telemetry"):
-        return report
-    from attribution.node.epilog import telemetry_from_json
-
-    try:
-        telemetry = telemetry_from_json(doc["telemetry"])
-    except ValueError as exc:
-        raise InputError(f"{origin}: telemetry", str(exc)) from None
-    return frozen.replace(report, telemetry=telemetry)
 
 
 parse_context = context_from_document
@@ -48,7 +33,7 @@ def context_report(ruleset: RuleSet, doc: Mapping[str, Any], cluster: str, job_i
             doc[key] = value
         elif str(doc[key]) != value:
             raise InputError(origin, f"{key} {doc[key]!r} does not match the path ({value!r})")
-    from attribution.pipeline import scheduler_events
+    from attribution.pipeline.diagnose import scheduler_events
 
     ctx = parse_context(doc, origin)
     return Report(ctx, tuple(scheduler_events(ruleset, ctx)), (), source)
@@ -58,7 +43,7 @@ def ingest_report(ruleset: RuleSet, engine, report: Report, deadline: float | No
                   attribute: bool = True):
     """Store a report and re-attribute its job (pipeline.ingest; `attribute` False leaves that to the next report
     of the job, which the caller knows is coming); returns (IngestResult, Verdict or None)."""
-    from attribution.pipeline import ingest
+    from attribution.pipeline.ingest import ingest
 
     return ingest(ruleset, engine, report.context, list(report.events), list(report.coverage), report.source,
                   deadline=deadline, telemetry=report.telemetry, evidence_piece=report.evidence,

@@ -8,6 +8,8 @@ the workers one multiprocess directory, PROMETHEUS_MULTIPROC_DIR):
     attribution_reports_stored_total{source}                observation batches and contexts stored
     attribution_attribution_seconds                         storing a report and re-attributing its job
     attribution_verdicts_total{outcome}                     verdicts the service's reports led to
+    attribution_reports_refused_total{reason}               reports refused: malformed, or naming a cluster or
+                                                            node their token may not speak for
 
 and what the database says at scrape time (so every worker answers the same):
 
@@ -41,6 +43,12 @@ class ServiceMetrics:
     reports: Any = field(repr=False)
     attribution_seconds: Any = field(repr=False)
     verdicts: Any = field(repr=False)
+    refused: Any = field(repr=False)
+
+    #: every label value a counter can take, each counter's series made at zero before the first report (a
+    #: rate() over a series that appears only with its first increment misses that increment)
+    SOURCES = ("node", "controller", "api", "connector", "sacct")
+    REFUSALS = ("malformed", "cluster", "node")
 
     @classmethod
     def create(cls) -> "ServiceMetrics":
@@ -61,7 +69,20 @@ class ServiceMetrics:
                                           "Storing one report and re-attributing its job",
                                           buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60), **kw),
             verdicts=Counter("attribution_verdicts", "Verdicts the reports led to, by outcome", ["outcome"], **kw),
-        )
+            refused=Counter("attribution_reports_refused", "Reports refused: malformed, or naming a cluster or node "
+                            "their token may not speak for", ["reason"], **kw),
+        ).zeroed()
+
+    def zeroed(self) -> "ServiceMetrics":
+        from attribution.model import OUTCOMES
+
+        for source in self.SOURCES:
+            self.reports.labels(source)
+        for outcome in OUTCOMES:
+            self.verdicts.labels(outcome)
+        for reason in self.REFUSALS:
+            self.refused.labels(reason)
+        return self
 
     def exposition(self, engine) -> bytes:
         """The text a scrape gets: this process's (or every worker's) metrics and the database's gauges."""
@@ -74,7 +95,7 @@ class ServiceMetrics:
             multiprocess.MultiProcessCollector(registry)
         else:
             for collector in (self.requests, self.request_seconds, self.reports, self.attribution_seconds,
-                              self.verdicts):
+                              self.verdicts, self.refused):
                 registry.register(collector)
         registry.register(StoreCollector(engine))
         return generate_latest(registry)

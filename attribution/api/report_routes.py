@@ -1,5 +1,6 @@
-"""The reporting endpoints (scope `report`): observation batches from the hooks, job contexts from the
-controller or a connector. Both are idempotent and re-attribute the job from everything stored for it."""
+"""The reporting endpoints (scope `report`): observation documents from the nodes and the controller, job
+contexts from a connector. Both are idempotent and re-attribute the job from everything stored for it. A report
+naming a cluster or node its token may not speak for is refused (403) and counted."""
 
 from __future__ import annotations
 
@@ -9,24 +10,38 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 
 from attribution.api.auth import Principal
-from attribution.api.bodies import parsed_body, request_body
-from attribution.api.intake import Report, context_report, ingest_report, parse_report
+from attribution.api.bodies import json_body, parsed_body, request_body
+from attribution.api.intake import Report, context_report, ingest_report
 from attribution.timeparse import format_utc
-from attribution.api.schemas import ERROR_RESPONSES, IngestOut, JobContextDoc, JobRefOut, Name, ObservationBatch, ReportSource
+from attribution.api.schemas import (ERROR_RESPONSES, IngestOut, JobContextDoc, JobRefOut, Name, ObservationDocument,
+                                     ReportSource)
 from attribution.api.security import policy, require
 from attribution.api.service import Service
 
 #: The models of the bodies these routes read themselves (api.bodies: parsed off the event loop).
-BODY_MODELS = (ObservationBatch, JobContextDoc)
+BODY_MODELS = (ObservationDocument, JobContextDoc)
 
 
 def add_report_routes(app: FastAPI, svc: Service) -> None:
     reporter = [Depends(require("report"))]
 
-    def bound(principal: Principal, report: Report) -> Report:
-        if not principal.may_report(report.context.cluster):
-            raise HTTPException(403, f"this token may report jobs of cluster {principal.cluster!r} only")
-        return report
+    def refuse(principal: Principal, cluster: str, nodes, role: str) -> None:
+        why = principal.refusal(cluster, nodes, role)
+        if why is not None:
+            if svc.metrics is not None:
+                svc.metrics.refused.labels(why[0]).inc()
+            raise HTTPException(403, why[1])
+
+    def decoded(doc):
+        from attribution.errors import InputError
+        from attribution.intake.codec import Bounds, decode
+
+        try:
+            return decode(doc, "report", Bounds(observations=svc.settings.max_events))
+        except InputError:
+            if svc.metrics is not None:
+                svc.metrics.refused.labels("malformed").inc()
+            raise
 
     async def store(report: Report) -> IngestOut:
         """Queue behind the job's other reports, then for a database connection: at most
@@ -59,15 +74,22 @@ def add_report_routes(app: FastAPI, svc: Service) -> None:
                          outcome=verdict.outcome if verdict else None)
 
     @app.post("/v1/observations", response_model=IngestOut, dependencies=reporter, tags=["report"],
-              openapi_extra={**policy("report"), **request_body(ObservationBatch)}, responses=ERROR_RESPONSES,
-              summary="Store a batch of events and coverage for one job (the node or controller hook's payload)")
+              openapi_extra={**policy("report"), **request_body(ObservationDocument)}, responses=ERROR_RESPONSES,
+              summary="Store one job's observations from one reporter (a node's logs and counters, the controller's "
+                      "view of the job)")
     async def post_observations(request: Request,
                                 principal: Annotated[Principal, Depends(require("report"))]) -> IngestOut:
-        """Idempotent: posting the same batch again stores nothing new. Re-attributes the job; the answer says
+        """Idempotent: posting the same document again stores nothing new. Re-attributes the job; the answer says
         whether its current verdict changed."""
-        report = await parsed_body(request, ObservationBatch, svc.parse, lambda batch: parse_report(
-            batch.model_dump(exclude_none=True), max_events=svc.settings.max_events))
-        return await store(bound(principal, report))
+        from attribution.intake.codec import NodeReport, named_nodes
+        from attribution.pipeline.intake import piece_of
+
+        report = await json_body(request, svc.parse, decoded)
+        refuse(principal, report.cluster, named_nodes(report),
+               "node" if isinstance(report, NodeReport) else "controller")
+        piece = await svc.parse.run(piece_of, svc.ruleset, report)
+        return await store(Report(piece.context, piece.events, piece.coverage, piece.source,
+                                  telemetry=piece.telemetry, evidence=piece.evidence))
 
     @app.post("/v1/jobs/{cluster}/{job_id}/context", response_model=IngestOut, dependencies=reporter,
               tags=["report"], openapi_extra={**policy("report"), **request_body(JobContextDoc)},
@@ -79,8 +101,8 @@ def add_report_routes(app: FastAPI, svc: Service) -> None:
                            principal: Principal = Depends(require("report"))) -> IngestOut:
         """The scheduler's word on the job (its final state, a failed node) counts as evidence, as it does when
         the controller hook reports. Idempotent."""
-        if not principal.may_report(cluster):
-            raise HTTPException(403, f"this token may report jobs of cluster {principal.cluster!r} only")
+        refuse(principal, cluster, (), "controller")
         report = await parsed_body(request, JobContextDoc, svc.parse, lambda doc: context_report(
             svc.ruleset, doc.model_dump(exclude_none=True), cluster, job_id, source))
+        refuse(principal, cluster, report.context.nodes, "controller")
         return await store(report)

@@ -1,5 +1,6 @@
 """The request and response bodies of the service, as pydantic models: they are the OpenAPI description and the
-first check of every body. The observation batch is exactly what `attribution.node.epilog.payload()` produces.
+first check of every body (but the observation document's, whose one check is its codec: ObservationDocument here
+only describes it).
 
 Text is refused when PostgreSQL could not store it (NUL characters, lone surrogates); times are ISO 8601 between
 1970 and 2200; whole numbers that go into integer columns are bounded. Anything else is left to the domain
@@ -19,7 +20,6 @@ from attribution.timeparse import TimeError, parse_iso
 UTC = timezone.utc
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
-INT32 = 2**31 - 1
 MAX_NODES = 100000
 
 
@@ -48,22 +48,8 @@ Name = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_stora
 NodeName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9_.:-]+$")]
 Time = Annotated[str, Field(max_length=64), AfterValidator(_iso_time),
                  WithJsonSchema({"type": "string", "format": "date-time"})]
-Int32 = Annotated[int, Field(ge=-INT32 - 1, le=INT32)]
 Count = Annotated[int, Field(ge=1, le=1_000_000)]
 
-
-def _field_value(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int)):
-        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53:
-            raise ValueError("whole numbers in fields must be within +-2^53")
-        return value
-    if isinstance(value, str) and len(value) <= 1 << 16:
-        return _storable(value)
-    raise ValueError("a field value is text (at most 64 KiB), a whole number, true/false or null")
-
-
-FieldValue = Annotated[Any, AfterValidator(_field_value),
-                       WithJsonSchema({"type": ["string", "integer", "boolean", "null"], "maxLength": 1 << 16})]
 
 #: Who reported: decides whose job context wins (intake.REPORT_SOURCES, from the store's context precedence).
 ReportSource = Literal[REPORT_SOURCES]  # type: ignore[valid-type]
@@ -105,27 +91,6 @@ class JobContextDoc(ContextDoc):
     job_id: Name | None = None
 
 
-class EventDoc(_Strict):
-    """One normalized event as the hooks extract it (serialize.event_to_json)."""
-
-    kind: Name
-    role: Literal["cause", "symptom", "context"]
-    rule: Name
-    source: Name
-    location: Text
-    line: Text
-    message: Text
-    node: NodeName | None = None
-    gpu: Name | None = None
-    code: Int32 | None = None
-    rank: Int32 | None = None
-    time: Time | None = None
-    outcome: Name | None = None
-    action: Name | None = None
-    severity: Name | None = None
-    fields: dict[Name, FieldValue] = Field(default_factory=dict, max_length=256)
-
-
 class CoverageDoc(_Strict):
     """What one collector saw of one source on one node (model.Coverage.as_dict)."""
 
@@ -160,18 +125,47 @@ class EvidenceDoc(_Strict):
     files: list[EvidenceFileDoc] = Field(default_factory=list, max_length=2000)
 
 
-class ObservationBatch(_Strict):
-    """Events, coverage and context of one job from one reporter: the payload of attribution.node.epilog.payload()."""
+class LogDoc(BaseModel):
+    """What a node read of one log and the lines it kept (node/document.py): blocks of consecutive lines, each
+    [the number of its first line in the log, [its lines]]."""
 
-    type: Literal["ingest"] = "ingest"
-    source: ReportSource = "node"
-    context: ContextDoc
-    events: list[EventDoc] = Field(default_factory=list)
-    coverage: list[CoverageDoc] = Field(default_factory=list, max_length=100000)
-    telemetry: dict[str, dict[str, Any]] | None = Field(
-        default=None, max_length=10000,
-        description="counter snapshots by node and phase (prolog, epilog): attribution.node.epilog.telemetry_to_json")
-    evidence: EvidenceDoc | None = Field(default=None, description="the lines kept for replay of this reporter")
+    source: Literal["kernel", "fabricmanager", "node"]
+    origin: str = Field(description="journald, /dev/kmsg or the log file's path")
+    status: Literal["ok", "empty", "missing", "error"]
+    reason: str | None = None
+    notes: list[str] = Field(default_factory=list, max_length=50)
+    lines: int = Field(default=0, ge=0, description="lines read")
+    bytes: int = Field(default=0, ge=0, description="bytes read")
+    cut: bool = Field(default=False, description="the kept lines stopped at the node's bound")
+    blocks: list[tuple[int, list[str]]] = Field(default_factory=list)
+
+
+class ReporterDoc(BaseModel):
+    role: Literal["node", "controller"]
+    name: str = Field(description="the node's name, or the controller's")
+    agent: str | None = Field(default=None, description="what wrote the document, and its version")
+    filter: str | None = Field(default=None, description="sha256 of the fixed-string filter a node kept lines by")
+
+
+class ObservationDocument(BaseModel):
+    """What one reporter observed of one job (`format` attribution.observations/1): a node's logs as blocks of
+    raw lines and its counter snapshots as the tools wrote them, or the controller's view of the job (Slurm's
+    environment, `scontrol show job`, the job output's observation records, their coverage, the lines kept for
+    replay). The service decodes it with one codec (attribution/intake/codec.py), whose bounds and rules this
+    description only sketches: the answer to a document that breaks one names the part."""
+
+    format: Literal["attribution.observations/1"]
+    reporter: ReporterDoc
+    cluster: str | None = None
+    slurm: dict[str, str] = Field(description="the epilog environment's SLURM_* values (node/document.py SLURM_KEYS)")
+    times: dict[str, float | int | None] = Field(description="now, prolog_start, boot, lookback: epoch seconds")
+    logs: list[LogDoc] | None = Field(default=None, description="a node's logs")
+    counters: dict[str, Any] | None = Field(
+        default=None, description="a node's counter snapshots: {prolog|epilog: {file: text}, folder: where}")
+    scontrol: dict[str, str] | None = Field(default=None, description="the controller's `scontrol show job` fields")
+    observations: list[dict[str, Any]] | None = Field(default=None, description="the controller's job output records")
+    coverage: list[CoverageDoc] | None = None
+    evidence: EvidenceDoc | None = Field(default=None, description="the controller's lines kept for replay")
 
 
 class JobRefOut(BaseModel):

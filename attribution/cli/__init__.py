@@ -76,13 +76,12 @@ def main(ctx: click.Context, rules_dir: Path | None, config_path: Path | None) -
 def ruleset_of(ctx: click.Context):
     """The rule pack, from the compiled cache when it holds this pack (rulepack/cache.py: keyed by the pack's
     digest, so an edited pack is loaded and validated again), else loaded and then cached."""
-    from attribution.node.settings import cache_dir
-    from attribution.rulepack.cache import rules_and_saver
+    from attribution.rulepack.cache import default_cache_dir, rules_and_saver
 
     obj = ctx.find_root().obj
     if obj.get("ruleset") is None:
         rules_dir = obj.get("rules_dir") or settings_of(ctx).rules_dir
-        obj["ruleset"], save = rules_and_saver(rules_dir, cache_dir())
+        obj["ruleset"], save = rules_and_saver(rules_dir, default_cache_dir())
         ctx.find_root().call_on_close(save)  # after the command: with what it compiled on the way
     return obj["ruleset"]
 

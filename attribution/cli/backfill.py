@@ -41,7 +41,8 @@ def backfill(ctx: click.Context, since: str, until: str | None, redo: bool, **co
     """Diagnose and store every failed Slurm job that ended in a time range (sacct), with a progress bar.
     Resumable: a re-run skips the jobs already stored."""
     from attribution.errors import InputError
-    from attribution.pipeline import diagnose_sacct_job, failed_slurm_jobs, ingest_diagnosis
+    from attribution.pipeline.ingest import ingest_diagnosis
+    from attribution.pipeline.live import diagnose_sacct_job, failed_slurm_jobs
     from attribution.scope.sacct import context_of
     from attribution.store.jobkeys import is_stored, stored_job_starts
     from attribution.cli.db import open_store

@@ -210,7 +210,7 @@ def db_stop(ctx: click.Context) -> None:
 def db_attribute_pending(ctx: click.Context, timeout: float | None) -> None:
     """Compute the verdict of every job with evidence newer than its verdict (e.g. after an ingest was killed
     between storing and attributing); safe to run from a timer beside live ingests."""
-    from attribution.pipeline import attribute_all_pending
+    from attribution.pipeline.ingest import attribute_all_pending
     from attribution.store import make_partitions_ahead
 
     rs = ruleset_of(ctx)
@@ -232,7 +232,7 @@ def ingest(ctx: click.Context, bundles: tuple[Path, ...], keep_going: bool) -> N
     Each BUNDLE is a bundle folder, a bundle as .tar.gz, or a folder of bundle folders; anything else is skipped
     with a note. Prints one line per bundle (with its place among them) and a summary."""
     from attribution.errors import InputError
-    from attribution.pipeline import ingest_bundle
+    from attribution.pipeline.ingest import ingest_bundle
 
     found, skipped = _bundles(bundles)
     rs = ruleset_of(ctx)
@@ -313,7 +313,7 @@ def demo(ctx: click.Context, weeks: int, incidents: Path | None, fresh: bool) ->
 
     from attribution.errors import InputError
     from attribution.fleetgen import CLUSTER, history, write_bundle
-    from attribution.pipeline import ingest_bundle
+    from attribution.pipeline.ingest import ingest_bundle
     from attribution.cli import report
     from attribution.store import migrate
 

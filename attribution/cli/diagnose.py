@@ -41,8 +41,8 @@ def diagnose(ctx: click.Context, bundle: Path | None, slurm_job: str | None, kue
              max_symptoms: int | None, html_out: Path | None, **connector_flags) -> None:
     """Diagnose one job (no database): an incident BUNDLE offline, or a live --slurm-job / --kueue-workload /
     --context with the configured connectors. Exit 0 whatever the outcome."""
-    from attribution.pipeline import (LISTED_SYMPTOMS, diagnose_bundle, diagnose_bundle_folded,
-                                      diagnose_kueue_workload, diagnose_slurm_job, diagnose_static)
+    from attribution.pipeline.diagnose import LISTED_SYMPTOMS, diagnose_bundle
+    from attribution.pipeline.live import diagnose_kueue_workload, diagnose_slurm_job, diagnose_static
     from attribution.reports.render import render_text, verdict_to_dict
 
     if sum(x is not None for x in (bundle, slurm_job, kueue_workload, context_file)) != 1:
@@ -52,11 +52,9 @@ def diagnose(ctx: click.Context, bundle: Path | None, slurm_job: str | None, kue
         if any(v for v in connector_flags.values()) or job_output or pod_selector:
             raise click.UsageError("a BUNDLE carries its own evidence: connector flags go with --slurm-job, "
                                    "--kueue-workload or --context")
-        if html_out is None:  # symptoms folded as they stream: memory bounded however noisy the logs
-            d = diagnose_bundle_folded(ruleset_of(ctx), bundle, LISTED_SYMPTOMS if max_symptoms is None
-                                       else max_symptoms)
-        else:  # the timeline shows every event
-            d = diagnose_bundle(ruleset_of(ctx), bundle)
+        # symptoms folded as they stream: memory bounded however noisy the logs, unless the timeline wants every
+        # event
+        d = diagnose_bundle(ruleset_of(ctx), bundle, max_symptoms, keep_events=html_out is not None)
     else:
         settings = apply_connector_options(settings_of(ctx), **connector_flags)
         if context_file is not None:

@@ -45,7 +45,7 @@ def drain() -> None:
 @click.pass_context
 def drain_plan(ctx: click.Context, cluster: str | None, as_of: str | None, as_json: bool) -> None:
     """The nodes the policy would drain now (or at --as-of), with a reason fit for Slurm and the evidence."""
-    from attribution.pipeline import drain_plan
+    from attribution.pipeline.drain import drain_plan
 
     policy = _policy(ctx)
     with open_store(ctx) as engine:
@@ -77,7 +77,7 @@ def drain_plan(ctx: click.Context, cluster: str | None, as_of: str | None, as_js
 def drain_apply(ctx: click.Context, cluster: str | None, scontrol: str, dry_run: bool) -> None:
     """Drain the planned nodes through scontrol (or slurmrestd), within the policy's safety caps; every decision is
     audited."""
-    from attribution.pipeline import drain_apply as apply
+    from attribution.pipeline.drain import drain_apply as apply
 
     policy = _policy(ctx)
     sc = _controller(ctx, scontrol)
@@ -101,7 +101,7 @@ def drain_apply(ctx: click.Context, cluster: str | None, scontrol: str, dry_run:
 @click.pass_context
 def drain_resume(ctx: click.Context, node: str, cluster: str | None, scontrol: str) -> None:
     """Give a node back: resume it in Slurm and mark its earlier evidence as handled."""
-    from attribution.pipeline import drain_resume as resume
+    from attribution.pipeline.drain import drain_resume as resume
 
     sc = _controller(ctx, scontrol)
     cluster = cluster or settings_of(ctx).cluster or sc.cluster_name()

@@ -1,82 +1,111 @@
-"""`attribution epilog` (what hooks/epilog and hooks/epilog-slurmctld run) and `attribution spool ...`.
+"""`attribution epilog` (what hooks/epilog-slurmctld runs on the controller) and `attribution spool ...`.
 
-The work is the node agent's (attribution/node/agent.py); `attribution` hands these commands to it before click is
-even imported (attribution/entry.py). These click commands are the same entry points inside the command tree
-(`python -m attribution.cli`, tests). `epilog` never fails: whatever happens it prints one line saying what it did
-and exits 0, so that a Slurm epilog calling it can never drain a node because of us.
+The controller's epilog is a full engine on a trusted host: it reads the job's final state and output, writes
+the observation document to the controller's spool and delivers the spool through the one intake, into the
+database or to the service (pipeline/controller.py). It never fails: whatever happens it prints one line saying
+what it did and exits 0. On a compute node the hooks run the node collector (`attribution-node`); `attribution
+epilog` there hands over to it.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 
 import click
 
-from attribution.cli import main
-from attribution.node import agent
-from attribution.node.agent import KERNEL_SOURCES
+from attribution.cli import main, ruleset_of, settings_of
 
 
-def _globals(ctx: click.Context) -> tuple:
-    obj = ctx.find_root().obj
-    return obj.get("config_path"), obj.get("rules_dir")
-
-
-class _Echo:
-    """click.echo as a file, so the agent's lines reach click's (and CliRunner's) streams."""
-
-    def __init__(self, err: bool) -> None:
-        self.err = err
-
-    def write(self, text: str) -> None:
-        click.echo(text, nl=False, err=self.err)
-
-    def flush(self) -> None:
-        pass
-
-
-@main.command()
+@main.command(context_settings={"ignore_unknown_options": True})
 @click.option("--budget", type=float, default=None, help="Seconds this run may take (default: epilog.budget_seconds).")
-@click.option("--kernel-source", type=click.Choice(KERNEL_SOURCES), default=None)
-@click.option("--kernel-file", type=click.Path(path_type=Path), default=None,
-              help="Kernel log file to read when the kernel source is 'file' (e.g. /var/log/kern.log).")
-@click.option("--fabricmanager-log", type=click.Path(path_type=Path), default=None)
 @click.option("--scontrol-output", type=click.Path(path_type=Path), default=None,
               help="`scontrol show job -o` output the controller hook already fetched (saves a second RPC).")
 @click.option("--started", type=float, default=None,
               help="Epoch seconds when the hook started this run: the budget counts from then.")
-@click.option("--telemetry", "telemetry_dir", type=click.Path(path_type=Path), default=None,
-              help="The folder holding the hooks' counter snapshots (prolog/ and epilog/).")
-@click.option("--state-dir", type=click.Path(path_type=Path), default=None,
-              help="The hooks' state folder holding the prolog's start stamp (default: epilog.state_dir).")
+@click.argument("node_args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def epilog(ctx: click.Context, budget: float | None, kernel_source: str | None, kernel_file: Path | None,
-           fabricmanager_log: Path | None, scontrol_output: Path | None, started: float | None,
-           telemetry_dir: Path | None, state_dir: Path | None) -> None:
-    """The entry point the Slurm hooks call; reads the Slurm environment. Always exits 0."""
-    config_path, rules_dir = _globals(ctx)
-    agent.run_epilog(config_path, rules_dir, budget=budget, kernel_source=kernel_source,
-                     kernel_file=str(kernel_file) if kernel_file else None,
-                     fabricmanager_log=str(fabricmanager_log) if fabricmanager_log else None,
-                     scontrol_output=str(scontrol_output) if scontrol_output else None, started=started,
-                     telemetry_dir=str(telemetry_dir) if telemetry_dir else None,
-                     state_dir=str(state_dir) if state_dir else None, out=_Echo(False), err=_Echo(True))
+def epilog(ctx: click.Context, budget: float | None, scontrol_output: Path | None, started: float | None,
+           node_args: tuple[str, ...]) -> None:
+    """The entry point the Slurm controller's hook calls; reads the Slurm environment. Always exits 0. On a
+    compute node (SLURMD_NODENAME set) it runs the node collector, attribution-node epilog, with the same
+    options."""
+    if os.environ.get("SLURMD_NODENAME") and os.environ.get("SLURM_SCRIPT_CONTEXT") != "epilog_slurmctld":
+        from attribution.node.agent import main as node_main
+
+        argv = ["epilog"] + [x for flag, v in (("--budget", budget), ("--started", started)) if v is not None
+                             for x in (flag, str(v))] + list(node_args)
+        node_main(argv)
+        sys.exit(0)
+    t0 = time.monotonic()
+    if started is not None:  # the time Python took to start counts against the budget
+        t0 -= max(0.0, min(time.time() - started, 60.0))
+    try:
+        click.echo(f"attribution epilog: {run_controller(ctx, budget, scontrol_output, t0)}")
+    except Exception as exc:  # never let the hook fail
+        click.echo(f"attribution epilog: error: {type(exc).__name__}: {exc} ({time.monotonic() - t0:.3f}s)",
+                   err=True)
     sys.exit(0)
 
 
-@main.command("nvml-snapshot")
-@click.argument("file", type=click.Path(path_type=Path))
-def nvml_snapshot(file: Path) -> None:
-    """The GPU counters through NVML (nvidia-ml-py, when installed) into FILE, for the hooks' snapshots
-    (ATTRIBUTION_GPU_TOOL=nvml). Always exits 0: without NVML the file says why (a coverage gap)."""
-    agent.nvml_snapshot(str(file), err=_Echo(True))
-    sys.exit(0)
+def run_controller(ctx: click.Context, budget: float | None, scontrol_output: Path | None, t0: float) -> str:
+    """One controller hook run; its log line."""
+    from attribution.node import spool
+    from attribution.pipeline.controller import controller_document, deliver, final_info
+    from attribution.scope.scontrol import read_show_job
+    from attribution.scope.slurm import parse_env
+
+    settings = settings_of(ctx)
+    budget = budget or settings.epilog.budget_seconds
+    deadline = t0 + max(1.0, budget - max(2.5, 0.15 * budget))
+    env = parse_env(os.environ)
+    rs = ruleset_of(ctx)
+    # scontrol prints what users named things (job names, comments): any bytes (issue 18, L4)
+    info = final_info(env.job_id, read_show_job(scontrol_output) if scontrol_output else None, env.failed)
+    doc, skipped = controller_document(rs, settings, os.environ, info)
+    parts = [f"controller job {env.job_id}"]
+    if doc is None:
+        parts.append(f"skipped: {skipped}")
+    else:
+        parts.append(f"{len(doc['observations'])} observation(s)")
+        path = spool.write(Path(settings.spool), doc)
+        try:
+            res = deliver(rs, settings, lambda: _engine(ctx, settings, deadline), deadline)
+        except Exception as exc:  # the database or the service is away: kept for the spool timer
+            parts += [f"spooled to {path}", f"error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"]
+        else:
+            if path.exists():
+                parts.append(f"spooled to {path}")
+                if res.error or res.locked_out:
+                    parts.append(f"error: {res.error or 'another flush holds the spool'}")
+            else:
+                parts.append("stored" + (" through the service" if settings.service_url else ""))
+                if res.replayed > 1:
+                    parts.append(f"replayed {res.replayed - 1} spooled")
+            parts += [f"set aside: {b}" for b in res.bad]
+    parts.append(f"{time.monotonic() - t0:.3f}s")
+    return "; ".join(parts)
+
+
+def _engine(ctx: click.Context, settings, deadline: float):
+    """The database, with connect and statement timeouts that fit the hook's remaining budget."""
+    from dataclasses import replace
+
+    from attribution.cli.db import open_store
+
+    remaining = max(1.0, deadline - time.monotonic())
+    db = settings.database
+    s = replace(settings, database=replace(db, connect_timeout=min(db.connect_timeout, remaining / 2),
+                                           statement_timeout_ms=int(min(db.statement_timeout_ms, remaining * 1000))))
+    return open_store(ctx, settings=s, pool_size=1, application_name="attribution-epilog", deadline=deadline)
 
 
 @main.group("spool")
 def spool_group() -> None:
-    """The local spool of observations waiting for the database."""
+    """The controller's spool: its reports waiting for the database or the service (a compute node's spool is
+    attribution-node spool)."""
 
 
 @spool_group.command("flush")
@@ -84,16 +113,35 @@ def spool_group() -> None:
 @click.option("--timeout", type=float, default=None, help="Stop after this many seconds (files left stay spooled).")
 @click.pass_context
 def spool_flush(ctx: click.Context, wait: bool, timeout: float | None) -> None:
-    """Store every spooled payload once (safe to run any number of times, e.g. from a systemd timer): in the
-    database, or through the Attribution Service when service_url is set."""
-    config_path, rules_dir = _globals(ctx)
-    rc = agent.spool_flush(config_path, rules_dir, wait=wait, timeout=timeout)
-    if rc:
-        sys.exit(rc)
+    """Deliver every spooled report once (safe to run any number of times, e.g. from a systemd timer): into the
+    database, or to the service when service_url is set. Exits 3 when reports are left."""
+    from attribution.node import spool
+    from attribution.pipeline.controller import deliver
+
+    settings = settings_of(ctx)
+    folder = Path(settings.spool)
+    if not spool.pending(folder):
+        click.echo(f"{folder}: nothing to deliver")
+        return
+    deadline = time.monotonic() + timeout if timeout else None
+    from attribution.cli.db import open_store
+
+    res = deliver(ruleset_of(ctx), settings, lambda: open_store(ctx), deadline, wait=wait)
+    click.echo(f"{folder}: delivered {res.replayed}, left {res.left}, bad {len(res.bad)}"
+               + (f"; stopped: {res.error}" if res.error else "")
+               + ("; another flush holds the lock" if res.locked_out else ""))
+    for b in res.bad:
+        click.echo(f"  bad: {b}", err=True)
+    if res.error or res.left:
+        sys.exit(3)
 
 
 @spool_group.command("status")
 @click.pass_context
 def spool_status(ctx: click.Context) -> None:
-    """How many payloads wait in the spool."""
-    agent.spool_status(_globals(ctx)[0])
+    """How many reports wait in the controller's spool, and how many were set aside."""
+    from attribution.node import spool
+
+    folder = Path(settings_of(ctx).spool)
+    bad = list((folder / "bad").glob("*.spool")) if (folder / "bad").is_dir() else []
+    click.echo(f"{folder}: {len(spool.pending(folder))} pending, {len(bad)} bad")

@@ -13,10 +13,10 @@ import click
 
 from attribution.cli import main
 from attribution.cli.db import open_store
+from attribution.model import OUTCOMES as VERDICT_OUTCOMES
 
 UTC = timezone.utc
-OUTCOMES = ("failed", "gpu_hardware", "nvlink", "nvswitch_fabric", "network", "host", "application", "scheduler",
-            "unknown", "none")
+OUTCOMES = ("failed",) + VERDICT_OUTCOMES
 
 
 def _when(option: str, value: str | None, now: datetime) -> datetime | None:

@@ -172,6 +172,18 @@ def stream_node_log(path: Path, spec: NodeLogSpec, ctx: ExecutionContext, prefil
                   notes=tuple(stats.summary())))
 
 
+def iter_node_blocks(blocks, spec: NodeLogSpec, ctx: ExecutionContext, prefilter: Prefilter,
+                     notes: list[str]) -> Iterator[Observation]:
+    """The observations of a log a node sent as blocks of consecutive lines ([(number of the first line, lines)]:
+    intake/codec.py LogPiece), each block read as iter_node_log reads a file, its lines numbered as they were in the
+    log; what the reading noticed goes to `notes`, each once. Pure."""
+    for first, lines in blocks:
+        stats = ReadStats(lines=first - 1)
+        data = "\n".join(lines).encode("utf-8", errors="surrogateescape") + b"\n"
+        yield from iter_node_log(io.BytesIO(data), spec, ctx, prefilter, stats)
+        notes.extend(n for n in stats.summary() if n not in notes)
+
+
 def parse_node_text(text: str, spec: NodeLogSpec, ctx: ExecutionContext,
                     prefilter: Prefilter) -> list[Observation]:
     """Convenience for tests and connectors that already hold the text."""
@@ -179,5 +191,5 @@ def parse_node_text(text: str, spec: NodeLogSpec, ctx: ExecutionContext,
     return obs
 
 
-__all__ = ["NodeLogSpec", "parse_node_log", "iter_node_log", "read_node_log", "stream_node_log", "parse_node_text",
-           "UTC"]
+__all__ = ["NodeLogSpec", "parse_node_log", "iter_node_log", "iter_node_blocks", "read_node_log", "stream_node_log",
+           "parse_node_text", "UTC"]

@@ -315,6 +315,49 @@ def _read(path: Path) -> str:
     return data.decode("utf-8", "replace")
 
 
+def parse_snapshot(files: Mapping[str, str], phase: str, shown: str) -> Snapshot | None:
+    """One snapshot from its files' text ({file name: text}: the compact form the hooks write, what a node's report
+    carries); None when there is none. Pure: what cannot be parsed becomes a problem of the snapshot."""
+    if not files:
+        return None
+    gpus: dict = {}
+    info: dict = {}
+    ports: dict[str, dict[str, float]] = {}
+    pci: dict[str, dict[str, float]] = {}
+    parents: dict[str, tuple[str, ...]] = {}
+    present: list[str] = []
+    problems: list[str] = []
+    lost: tuple[str, ...] = ()
+    status_text = (files.get(NVIDIA_SMI_STATUS) or "").strip()
+    status = int(status_text) if status_text.isdigit() and len(status_text) < 6 else 0
+    if NVIDIA_SMI_XML in files or status:
+        text = files.get(NVIDIA_SMI_XML, "")
+        err = files.get(NVIDIA_SMI_ERR, "")
+        try:
+            gpus, info = parse_nvidia_smi_xml(text, f"{shown}/{NVIDIA_SMI_XML}")
+            present.append("nvidia-smi")
+        except TelemetryError as exc:
+            if not status:
+                problems.append(str(exc))
+            else:
+                first = next((ln.strip() for ln in (err + "\n" + text).splitlines() if ln.strip()), "")
+                problems.append(f"{shown}: nvidia-smi exited {status}" + (f": {first}" if first else ""))
+        if status:
+            lost = tuple(g for g in named_gpus(err + "\n" + text) if g not in gpus)
+    listing = files.get(SYSFS_LISTING)
+    if listing is not None:
+        ports = parse_infiniband_listing(listing)
+        if ports:
+            present.append("infiniband")
+        pci = parse_aer_listing(listing)
+        if pci:
+            present.append("pci")
+    if files.get(PCI_TOPOLOGY) is not None:
+        parents = parse_pci_topology(files[PCI_TOPOLOGY])
+    return Snapshot(phase, _freeze(gpus), _freeze(info), _freeze(ports), _freeze(pci),
+                    MappingProxyType(dict(parents)), tuple(present), tuple(problems), lost, ())
+
+
 def read_snapshot(folder: Path, phase: str, shown: str | None = None) -> Snapshot | None:
     """The snapshot in `folder` (None when the folder does not exist). Unreadable parts become problems."""
     folder = Path(folder)
@@ -437,7 +480,7 @@ def snapshot_from_json(d: Mapping) -> Snapshot:
         raise TelemetryError(f"malformed telemetry snapshot: {exc}") from None
 
 
-__all__ = ["Snapshot", "TelemetryError", "parse_nvidia_smi_xml", "gpu_counters", "parse_aer",
+__all__ = ["Snapshot", "TelemetryError", "parse_nvidia_smi_xml", "parse_snapshot", "gpu_counters", "parse_aer",
            "parse_infiniband_listing", "parse_aer_listing", "parse_pci_topology", "read_snapshot",
            "snapshot_to_json", "snapshot_from_json"]
 

@@ -1,9 +1,12 @@
-"""The local spool: observations that could not be stored now, kept on disk and replayed exactly once later.
+"""The local spool: reports waiting for the service, kept on disk and replayed exactly once.
+
+Every report is written here first and sent from here (a flush), so a hook killed mid-way, a service away or slow
+loses nothing; a report the service took is deleted, and one it took twice (a kill between its answer and the
+delete) is the same report again, which the service stores once.
 
 Each file is written whole or not at all (temporary name, fsync, rename, fsync of the directory) and carries
-a checksum of its body, so a file cut off by a power loss is recognised and never replayed half. A replay
-takes a lock, stores each file (ingest is idempotent, so a crash between storing and deleting replays it
-again harmlessly) and deletes it; files that cannot be read, and payloads holding text that is not UTF-8 (which
+a checksum of its body, so a file cut off by a power loss is recognised and never replayed half. A flush
+takes a lock, sends each file in the order written and deletes it; files that cannot be read, and payloads holding text that is not UTF-8 (which
 nothing downstream can store), go to `bad/` with the reason.
 """
 
@@ -17,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from attribution.frozen import Value, field
 
 MAGIC = b"attribution-spool/1"
 SUFFIX = ".spool"
@@ -107,14 +109,13 @@ def pending(spool_dir: Path) -> list[Path]:
     return sorted(p for p in spool_dir.iterdir() if p.name.endswith(SUFFIX) and not p.name.startswith("."))
 
 
-class FlushResult(Value, frozen=False):
+class FlushResult:
     """What one spool flush replayed, left, and set aside as unreadable."""
 
-    replayed: int = 0
-    left: int = 0
-    bad: list[str] = field(default_factory=list)
-    error: str | None = None
-    locked_out: bool = False
+    __slots__ = ("replayed", "left", "bad", "error", "locked_out")
+
+    def __init__(self) -> None:
+        self.replayed, self.left, self.bad, self.error, self.locked_out = 0, 0, [], None, False
 
 
 def flush(spool_dir: Path, store: Callable[[dict], None], deadline: float | None = None,
@@ -151,7 +152,7 @@ def flush(spool_dir: Path, store: Callable[[dict], None], deadline: float | None
                 _quarantine(spool_dir, path, str(exc))
                 res.bad.append(f"{path.name}: {exc}")
                 continue
-            except Exception as exc:  # the database is still unreachable: keep the file for later
+            except Exception as exc:  # the service is still away: keep the file for later
                 res.error = f"{type(exc).__name__}: {exc}"
                 res.left = len(files) - i
                 break

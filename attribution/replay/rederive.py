@@ -85,7 +85,7 @@ def rederive(ruleset: RuleSet, ctx: ExecutionContext, doc: dict, coverage: Itera
     from attribution.correlate.rootcause import correlate
     from attribution.extract.counters import TELEMETRY_SOURCE
     from attribution.extract.events import extract
-    from attribution.pipeline import diagnose_bundle, telemetry_events
+    from attribution.pipeline.diagnose import diagnose_bundle, telemetry_events
     from attribution.replay.keep import kept_telemetry
     from attribution.replay.streams import metric_events, metric_nodes, replay_streams, stream_locations
 

@@ -1,4 +1,5 @@
-"""The rule pack compiled once and kept on disk, keyed by the pack's digest (what the node agent loads).
+"""The rule pack compiled once and kept on disk, keyed by the pack's digest (what the central commands, the controller's
+epilog and the service load).
 
 Loading a pack reads YAML, checks every file against its JSON Schema and compiles a few hundred RE2 patterns and
 one Hyperscan database per source: about 100-200 ms of CPU, spent again by every fresh process. `cached_rules`
@@ -30,6 +31,22 @@ from types import MappingProxyType
 __all__ = ["pack_key", "cached_rules", "rules_and_saver", "LazyRegex", "LazySet"]
 
 FORMAT = "2"  # bump when what is pickled changes shape
+
+
+def default_cache_dir() -> Path:
+    """Where the compiled rule pack is kept: ``$ATTRIBUTION_CACHE_DIR``, else ``$ATTRIBUTION_HOME/cache``, else
+    ``/var/cache/attribution`` for root and ``$XDG_CACHE_HOME/attribution`` (``~/.cache/attribution``) for others.
+    Entries are trusted only when this user owns them and their folder and neither is writable by group or
+    others."""
+    env = os.environ.get("ATTRIBUTION_CACHE_DIR")
+    if env:
+        return Path(env)
+    home = os.environ.get("ATTRIBUTION_HOME")
+    if home:
+        return Path(home) / "cache"
+    if os.geteuid() == 0:
+        return Path("/var/cache/attribution")
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attribution"
 
 
 def pack_key(root: Path) -> str:

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from attribution.alerts.settings import parse_alerts
 from attribution.cli import main
 from attribution.errors import ConfigError
-from attribution.pipeline import ingest_bundle
+from attribution.pipeline.ingest import ingest_bundle
 from attribution.store.drain import record_resume
 
 from tests.conftest import INCIDENTS

@@ -36,7 +36,7 @@ from attribution.config import Settings, parse_settings
 from attribution.node.epilog import HookReport, payload, store_or_spool
 from attribution.errors import ConfigError
 from attribution.fleetgen import GeneratedJob, write_bundle
-from attribution.pipeline import diagnose_bundle
+from attribution.pipeline.diagnose import diagnose_bundle
 from attribution.reports.render import verdict_to_dict
 from attribution.scope.bundle import load_context
 

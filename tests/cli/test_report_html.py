@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from attribution.pipeline import ingest_bundle
+from attribution.pipeline.ingest import ingest_bundle
 
 from tests.conftest import INCIDENTS
 from tests.harness.chromium import artifacts_dir, browser  # noqa: F401  (fixture)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from attribution.pipeline import diagnose_bundle
+from attribution.pipeline.diagnose import diagnose_bundle
 
 from tests.harness.logs import write_context
 

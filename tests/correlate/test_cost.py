@@ -7,7 +7,8 @@ from datetime import datetime, timezone
 from sqlalchemy import text
 
 from attribution.correlate.cost import failure_cost
-from attribution.pipeline import diagnose_bundle, ingest_bundle
+from attribution.pipeline.diagnose import diagnose_bundle
+from attribution.pipeline.ingest import ingest_bundle
 from attribution.reports.render import verdict_to_dict
 from attribution.store.reports import fleet_data
 

@@ -1,8 +1,9 @@
 """correlate.digest: symptoms folded as they stream give the verdict the whole event list gives.
 
-The reference is the unfolded path (diagnose_bundle, correlate over every event), which the incident, case and
-real-world tests hold to their expected verdicts; the folded verdict must be the same document with its symptom
-list cut at the listed number, whatever that number.
+The reference is correlation over every event of the bundle at once (what the store's attribution runs); the one
+diagnosis (pipeline.diagnose, which the incident, case and real-world tests hold to their expected verdicts) folds
+symptoms as they stream, and its verdict must be the same document with its symptom list cut at the listed number,
+whatever that number, and whether or not it keeps every event.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 
 from attribution.correlate.digest import SymptomDigest
 from attribution.correlate.rootcause import correlate
-from attribution.pipeline import diagnose_bundle, diagnose_bundle_folded
+from attribution.pipeline.diagnose import diagnose_bundle
 from attribution.reports.render import render_text, verdict_to_dict
 
 from tests.conftest import CASES, INCIDENTS, ROOT, bundles
@@ -22,11 +23,14 @@ ALL = bundles(INCIDENTS) + bundles(CASES) + bundles(ROOT / "tests" / "realworld"
 
 @pytest.mark.parametrize("bundle", ALL, ids=lambda p: p.name)
 def test_a_folded_bundle_gives_the_same_verdict(ruleset, bundle):
-    full = diagnose_bundle(ruleset, bundle).verdict
+    d = diagnose_bundle(ruleset, bundle)  # every event kept
+    full = correlate(ruleset, d.context, list(d.events), list(d.coverage))
     for listed in (0, 2, 1000):
-        folded = diagnose_bundle_folded(ruleset, bundle, listed).verdict
-        assert verdict_to_dict(folded, symptom_limit=listed) == verdict_to_dict(full, symptom_limit=listed), listed
-        assert render_text(folded) == render_text(full)
+        for keep in (True, False):
+            folded = diagnose_bundle(ruleset, bundle, listed, keep_events=keep).verdict
+            assert verdict_to_dict(folded, symptom_limit=listed) == verdict_to_dict(full, symptom_limit=listed), \
+                (listed, keep)
+            assert render_text(folded) == render_text(full)
 
 
 def _both(ruleset, events, listed):

@@ -17,7 +17,7 @@ from attribution.collect.telemetry import (parse_aer, parse_aer_listing, parse_i
                                            snapshot_from_json, snapshot_to_json, TelemetryError, xml_tags_of)
 from attribution.extract.counters import check_examples, counter_rules, evaluate, watched
 from attribution.model import ExecutionContext
-from attribution.pipeline import diagnose_bundle
+from attribution.pipeline.diagnose import diagnose_bundle
 from attribution.rulepack.check import check_pack, example_context
 from attribution.samples import Snapshot
 

@@ -18,7 +18,7 @@ import yaml
 
 from attribution.collect.kernel import KernelLineParser
 from attribution.correlate.rootcause import job_window
-from attribution.pipeline import diagnose_bundle
+from attribution.pipeline.diagnose import diagnose_bundle
 from attribution.reports.render import verdict_to_dict
 from attribution.scope.bundle import load_context
 from attribution.timeparse import YearGuesser, resolve_zone

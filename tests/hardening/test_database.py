@@ -23,7 +23,8 @@ from attribution.node import spool
 from attribution.config import DatabaseSettings, Settings
 from attribution.node.epilog import HookReport, replay, store_or_spool
 from attribution.fleetgen import history, write_bundle
-from attribution.pipeline import diagnose_bundle, ingest
+from attribution.pipeline.diagnose import diagnose_bundle
+from attribution.pipeline.ingest import ingest
 from attribution.store.db import Target, make_engine
 
 from tests.conftest import INCIDENTS

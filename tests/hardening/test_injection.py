@@ -23,7 +23,8 @@ from attribution.collect.textio import decode
 from attribution.node.epilog import payload, replay
 from attribution.errors import InputError
 from attribution.model import ExecutionContext
-from attribution.pipeline import diagnose_observations, ingest, ingest_bundle
+from attribution.pipeline.diagnose import diagnose_observations
+from attribution.pipeline.ingest import ingest, ingest_bundle
 from attribution.scope.bundle import parse_context
 
 from tests.conftest import ROOT

@@ -282,7 +282,7 @@ def test_context_from_json_takes_any_object(d):
 
 def test_serialize_round_trips_every_example_incident(ruleset):
     """What the spool and the store's context column write reads back to the same values."""
-    from attribution.pipeline import diagnose_bundle
+    from attribution.pipeline.diagnose import diagnose_bundle
 
     for b in bundles(INCIDENTS) + bundles(CASES):
         d = diagnose_bundle(ruleset, b)

@@ -23,7 +23,7 @@ from sqlalchemy.engine import make_url
 
 from attribution.config import Settings
 from attribution.fleetgen import history, write_bundle
-from attribution.pipeline import ingest_bundle
+from attribution.pipeline.ingest import ingest_bundle
 from attribution.store import migrate
 from attribution.store.db import Target, make_engine
 

@@ -19,7 +19,7 @@ from attribution.collect.fabricmanager import FabricManagerLineParser
 from attribution.collect.joblog import JobLineParser
 from attribution.collect.kernel import KernelLineParser
 from attribution.collect.textio import MAX_RECORD_CHARS
-from attribution.pipeline import diagnose_bundle
+from attribution.pipeline.diagnose import diagnose_bundle
 from attribution.rulepack.check import check_pack
 from attribution.rulepack.prefilter import compile_re2
 
@@ -257,7 +257,7 @@ def _storm(n: int):
 
 def _diagnose_counting(monkeypatch, n: int):
     from attribution.correlate import explains
-    from attribution.pipeline import diagnose_observations
+    from attribution.pipeline.diagnose import diagnose_observations
 
     calls = 0
     real = explains.Relation.explains

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from attribution.fleetgen import history, write_bundle
-from attribution.pipeline import ingest_bundle
+from attribution.pipeline.ingest import ingest_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 INCIDENTS = ROOT / "tests" / "incidents"

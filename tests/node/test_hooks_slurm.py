@@ -410,7 +410,7 @@ def test_drain_apply_drains_the_faulty_node_with_its_reason_and_resume_returns_i
     """`attribution drain` against the real slurmctld: the right node, the right Reason, and back again."""
     from datetime import datetime, timedelta, timezone
 
-    from attribution.pipeline import ingest
+    from attribution.pipeline.ingest import ingest
     from attribution.rulepack.check import events_for_line
     from attribution.scope.bundle import parse_context
 

@@ -18,7 +18,8 @@ from attribution.cli import main
 from attribution.collect.loki import collect_loki
 from attribution.collect.httpclient import endpoint_from
 from attribution.config import ConnectorSettings, FileSourceSettings, KubernetesSettings, LokiSettings
-from attribution.pipeline import diagnose_kueue_workload, diagnose_sacct_job, diagnose_static, ingest_diagnosis
+from attribution.pipeline.ingest import ingest_diagnosis
+from attribution.pipeline.live import diagnose_kueue_workload, diagnose_sacct_job, diagnose_static
 from attribution.replay.diff import side_of_verdict
 from attribution.replay.keep import Limits, LineKeeper, merge_piece
 from attribution.replay.rederive import rederive

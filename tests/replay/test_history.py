@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from attribution.cli import main
 from attribution.drain.policy import load_policy
-from attribution.pipeline import ingest_bundle
+from attribution.pipeline.ingest import ingest_bundle
 from attribution.store import drain as sd
 from attribution.replay.keep import Limits, flagged_lines, keep_bundle
 from attribution.rulepack.load import Prefilter

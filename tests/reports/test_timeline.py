@@ -12,7 +12,7 @@ import yaml
 from attribution.fleetgen import write_bundle
 from attribution.reports.timeline_data import CELL_BUDGET, build_timeline, nice_bin_seconds
 from attribution.reports.vega import script_bundle
-from attribution.pipeline import diagnose_bundle
+from attribution.pipeline.diagnose import diagnose_bundle
 from attribution.reports.render import verdict_to_dict
 from attribution.reports.timeline import write_timeline
 

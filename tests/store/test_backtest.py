@@ -8,7 +8,7 @@ import yaml
 from click.testing import CliRunner
 
 from attribution.cli import main
-from attribution.pipeline import ingest_bundle
+from attribution.pipeline.ingest import ingest_bundle
 
 from tests.conftest import ROOT
 from tests.harness.replay import drain_history

@@ -17,7 +17,8 @@ from attribution.collect.telemetry import read_node_telemetry
 from attribution.drain.policy import load_policy
 from attribution.model import ExecutionContext
 from attribution.node.epilog import replay, telemetry_from_json, telemetry_to_json
-from attribution.pipeline import diagnose_bundle, ingest, ingest_bundle, telemetry_events
+from attribution.pipeline.diagnose import diagnose_bundle, telemetry_events
+from attribution.pipeline.ingest import ingest, ingest_bundle
 from attribution.store import drain as sd
 
 from tests.conftest import CASES, ROOT

@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy import event, text
 
 from attribution.fleetgen import history, write_bundle
-from attribution.pipeline import ingest_bundle
+from attribution.pipeline.ingest import ingest_bundle
 from attribution.store import alerts as store_alerts
 from attribution.store import browse, reads, reports
 from attribution.store import drain as store_drain

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 
 from attribution.fleetgen import ECC_GPU, ECC_NODE, history, write_bundle
-from attribution.pipeline import ingest_bundle
+from attribution.pipeline.ingest import ingest_bundle
 
 from tests.conftest import INCIDENTS, ROOT
 

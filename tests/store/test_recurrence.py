@@ -7,7 +7,7 @@ from sqlalchemy import text
 
 from datetime import datetime, timezone
 
-from attribution.pipeline import ingest_bundle
+from attribution.pipeline.ingest import ingest_bundle
 from attribution.reports.fleet_page import fleet_html
 from attribution.store.reports import fleet_data
 

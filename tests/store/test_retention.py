@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from attribution.cli import main
 from attribution.fleetgen import history, write_bundle
-from attribution.pipeline import ingest_bundle
+from attribution.pipeline.ingest import ingest_bundle
 
 from tests.conftest import INCIDENTS, bundles
 

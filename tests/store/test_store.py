@@ -14,7 +14,8 @@ from sqlalchemy import text
 
 from attribution.collect.bundle import collect_bundle
 from attribution.fleetgen import ECC_GPU, ECC_NODE, NVLINK_GPU, NVLINK_NODE, history, write_bundle
-from attribution.pipeline import diagnose_bundle, ingest, ingest_bundle
+from attribution.pipeline.diagnose import diagnose_bundle
+from attribution.pipeline.ingest import ingest, ingest_bundle
 from attribution.reports.render import verdict_to_dict
 from attribution.rulepack.load import load_rules
 from attribution.scope.bundle import load_context

@@ -1,0 +1,1 @@
+"""intake: the one codec of what reporters send (an observation document: attribution/intake/codec.py)."""

@@ -1,0 +1,244 @@
+"""This node's logs for a job's window, and the lines of them worth sending: what the node collector reads.
+
+Each reader takes the job's part of one log, bounded in bytes and time: the kernel's journal (`journalctl -k`,
+the kernel transport only), the ring buffer (/dev/kmsg, what dmesg reads) or a kernel log file from the prolog's
+offset, and the Fabric Manager log from its offset. Of what it read, a log keeps the lines holding one of the
+filter's fixed strings (hooks/suspicious.patterns, generated from the rule pack: every line a node-side rule can
+match holds one) with CONTEXT lines around each (a record's continuation lines), as blocks of consecutive lines
+with the number of their first line. What a line means is decided at the centre, which parses the blocks with the
+rule pack; nothing here knows a log format.
+
+Standard library only, as everything in attribution/node.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+__all__ = ["CONTEXT", "read_filter", "select_lines", "read_kernel", "read_file", "journal_available"]
+
+#: Lines kept before and after each matching line (a record's continuation lines: the centre joins at most 16)
+CONTEXT = 16
+#: Characters of one kept line (the centre keeps at most 4096 of a line for replay)
+LINE_CHARS = 8192
+
+
+def read_filter(path: str) -> list[bytes]:
+    """The filter's fixed strings, one a line (blank lines ignored). Raises OSError when unreadable."""
+    with open(path, "rb") as f:
+        return [s for s in f.read(1 << 20).splitlines() if s.strip()]
+
+
+def _line_starts(data: bytes, strings: list[bytes]) -> list[int]:
+    """The start offsets of the lines of `data` holding any of `strings` (each found with bytes.find)."""
+    starts: set[int] = set()
+    for s in strings:
+        i = data.find(s)
+        while i >= 0:
+            start = data.rfind(b"\n", 0, i) + 1
+            starts.add(start)
+            nl = data.find(b"\n", i)
+            if nl < 0:
+                break
+            i = data.find(s, nl + 1)
+    return sorted(starts)
+
+
+def select_lines(data: bytes, strings: list[bytes], first_line: int = 1, max_bytes: int = 8 << 20,
+                 context: int = CONTEXT) -> tuple[list, int, bool]:
+    """(blocks, lines in `data`, whether the kept bytes hit `max_bytes`): the lines holding a filter string, each
+    with `context` lines before and after, as [[number of the block's first line, [line, ...]], ...], numbers
+    counting from `first_line`. Lines are text (UTF-8, undecodable bytes replaced)."""
+    total = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    starts = _line_starts(data, strings)
+    if not starts:
+        return [], total, False
+    # the line number of each matching start: newlines before it, counted once in one pass over the starts
+    numbers, last, count = [], 0, 0
+    for s in starts:
+        count += data.count(b"\n", last, s)
+        numbers.append(count)
+        last = s
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    spans: list[list[int]] = []
+    for n in numbers:
+        lo, hi = max(0, n - context), min(len(lines) - 1, n + context)
+        if spans and lo <= spans[-1][1] + 1:
+            spans[-1][1] = max(spans[-1][1], hi)
+        else:
+            spans.append([lo, hi])
+    blocks, kept, cut = [], 0, False
+    for lo, hi in spans:
+        out = []
+        for raw in lines[lo:hi + 1]:
+            text = raw[:LINE_CHARS].decode("utf-8", "replace").rstrip("\r")
+            kept += len(text) + 1
+            if kept > max_bytes:
+                cut = True
+                break
+            out.append(text)
+        if out:
+            blocks.append([first_line + lo, out])
+        if cut:
+            break
+    return blocks, total, cut
+
+
+def read_file(path: str, offset: int, max_bytes: int) -> tuple[bytes | None, dict]:
+    """The bytes of a log file from `offset` (where the prolog found it at the job's start; 0 or past the end:
+    unknown or rotated, then its last `max_bytes`), at most `max_bytes`; and what the read was (a log's
+    fields: status, reason, notes). Only a regular file is read, without blocking."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None, {"status": "missing", "reason": "no file"}
+    except OSError as exc:
+        return None, {"status": "error", "reason": f"cannot read: {exc.strerror or exc}"}
+    notes: list[str] = []
+    try:
+        st = os.fstat(fd)
+        import stat
+
+        if not stat.S_ISREG(st.st_mode):
+            return None, {"status": "error", "reason": "not a regular file"}
+        size = st.st_size
+        if 0 < offset <= size:
+            start = offset
+            notes.append(f"read from byte {offset} (job start)")
+        else:
+            start = max(0, size - max_bytes)
+            if start:
+                notes.append(f"no job-start offset: read the last {max_bytes} bytes (from byte {start})")
+        os.lseek(fd, start, os.SEEK_SET)
+        chunks, got = [], 0
+        while got < max_bytes:
+            b = os.read(fd, min(1 << 20, max_bytes - got))
+            if not b:
+                break
+            chunks.append(b)
+            got += len(b)
+        data = b"".join(chunks)
+        if size - start > max_bytes:
+            notes.append(f"read only {max_bytes} bytes of {size - start} since the job started")
+        if start and start != offset:  # from the middle of a line: that line starts before what was read
+            nl = data.find(b"\n")
+            data = data[nl + 1:] if nl >= 0 else b""
+    except OSError as exc:
+        return None, {"status": "error", "reason": f"cannot read: {exc.strerror or exc}"}
+    finally:
+        os.close(fd)
+    return data, {"status": "ok" if data else "empty", "notes": notes}
+
+
+def journal_available() -> bool:
+    return os.path.exists("/usr/bin/journalctl") and (os.path.isdir("/run/systemd/journal")
+                                                       or os.path.isdir("/var/log/journal"))
+
+
+def read_journal(since: float, until: float, timeout: float, max_bytes: int,
+                 journalctl: str = "/usr/bin/journalctl") -> tuple[bytes | None, dict]:
+    """The kernel's journal between two epoch times, through the kernel transport only (`-k` is
+    _TRANSPORT=kernel of this boot, said again as a match: what `logger` writes is not read), at most
+    `max_bytes` of it, within `timeout` seconds."""
+    import subprocess
+
+    cmd = [journalctl, "-k", "_TRANSPORT=kernel", "--no-pager", "-q", "-o", "short-iso-precise",
+           f"--since=@{int(since)}", f"--until=@{int(until) + 1}"]
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                env={"PATH": "/usr/bin:/bin", "LC_ALL": "C", "SYSTEMD_COLORS": "0"})
+    except OSError as exc:
+        return None, {"status": "error", "reason": f"journalctl: {exc.strerror or exc}"}
+    out, err, cut = _bounded(proc, time.monotonic() + timeout, max_bytes)
+    if out is None:
+        return None, {"status": "error", "reason": f"journalctl: no answer within {timeout:.0f} s"}
+    if proc.returncode not in (0, None) and not out and not cut:
+        first = err.decode("utf-8", "replace").strip().splitlines()
+        return None, {"status": "error", "reason": f"journalctl: {first[0] if first else proc.returncode}"}
+    notes = [f"read only the first {max_bytes} bytes of the window"] if cut else []
+    return out, {"status": "ok" if out else "empty", "notes": notes}
+
+
+def _bounded(proc, deadline: float, max_bytes: int) -> tuple[bytes | None, bytes, bool]:
+    """A child's output, at most `max_bytes` (it is killed there) and 64 KiB of its errors, by `deadline`
+    (None: it outlived it and was killed)."""
+    import selectors
+
+    chunks, got, cut, err = [], 0, False, b""
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    open_ = 2
+    try:
+        while open_:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, err, False
+            for key, _ in sel.select(left):
+                data = os.read(key.fileobj.fileno(), 1 << 20)
+                if not data:
+                    sel.unregister(key.fileobj)
+                    open_ -= 1
+                elif key.fileobj is proc.stderr:
+                    err = (err + data)[:65536]
+                else:
+                    chunks.append(data[: max_bytes - got])
+                    got += len(chunks[-1])
+                    if got >= max_bytes:
+                        cut = True
+                        open_ = 0
+                        break
+    finally:
+        sel.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    return b"".join(chunks), err, cut
+
+
+def read_kmsg(device: str = "/dev/kmsg", max_bytes: int = 64 << 20) -> tuple[bytes | None, dict]:
+    """The kernel ring buffer, record by record, without blocking (what `dmesg` reads)."""
+    try:
+        fd = os.open(device, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return None, {"status": "error", "reason": f"cannot read {device}: {exc.strerror or exc}"}
+    chunks, got = [], 0
+    try:
+        while got < max_bytes:
+            try:
+                rec = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                if exc.errno == 32:  # EPIPE: records were overwritten while reading; continue with the next
+                    continue
+                break
+            if not rec:
+                break
+            chunks.append(rec if rec.endswith(b"\n") else rec + b"\n")
+            got += len(chunks[-1])
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    return data, {"status": "ok" if data else "empty"}
+
+
+def read_kernel(kind: str, kernel_file: str | None, offset: int, since: float, until: float, timeout: float,
+                max_bytes: int) -> tuple[str, bytes | None, dict]:
+    """(where it was read from, its bytes, what the read was) of the kernel log, from the source `kind`
+    (auto | journald | dmesg | file)."""
+    if kind == "auto":
+        kind = "file" if kernel_file else ("journald" if journal_available() else "dmesg")
+    if kind == "file" and kernel_file:
+        data, how = read_file(kernel_file, offset, max_bytes)
+        return kernel_file, data, how
+    if kind == "journald":
+        data, how = read_journal(since, until, timeout, max_bytes)
+        return "journald", data, how
+    data, how = read_kmsg(max_bytes=max_bytes)
+    return "/dev/kmsg", data, how
