@@ -181,3 +181,15 @@ def test_an_infrastructure_fault_before_nccl_misuse_explains_it(ruleset):
     assert [n for n, _ in v.culprits] == ["b"]
     assert {s.event.kind for s in v.symptoms} == {"nccl_config_error", "nccl_invalid_usage"}
 
+
+def test_a_requeued_run_is_the_schedulers_unless_a_cause_is_found(ruleset):
+    """Job state REQUEUED (and REQUEUE_HOLD) gives scheduler with no culprit; a GPU that fell off the bus before
+    the requeue still wins (docs/verdict.md step 5)."""
+    exits = [ev(ruleset, "task_exit", "a", 40)]
+    v = correlate(ruleset, _ctx(state="REQUEUED"), exits)
+    assert (v.outcome, v.action, v.culprits, v.root_cause) == ("scheduler", "none", (), None)
+    held = correlate(ruleset, _ctx(state="REQUEUE_HOLD"), exits)
+    assert (held.outcome, held.action) == ("scheduler", "resubmit")
+    xid = ev(ruleset, "gpu_fallen_off_bus", "a", 10, gpu="0000:3b:00", code=79)
+    v = correlate(ruleset, _ctx(state="REQUEUED"), exits + [xid])
+    assert v.root_cause is xid and v.outcome == "gpu_hardware" and v.culprits == (("a", "0000:3b:00"),)
