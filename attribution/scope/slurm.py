@@ -251,8 +251,9 @@ def job_output_paths(env: EpilogEnv, info: Mapping[str, str]) -> list[Path]:
 
 
 #: When the controller cannot tell yet (the job is still COMPLETING), the banner slurmstepd wrote into the job's
-#: output says how it ended; the rules put that state in the `job_state` field of the banner's event.
-BANNER_PRECEDENCE = ("NODE_FAIL", "TIMEOUT", "PREEMPTED", "CANCELLED")
+#: output says how it ended; the rules put that state in the `job_state` field of the banner's event (a
+#: framework reporting its requeue done does so too: rules/signal-handlers.yaml).
+BANNER_PRECEDENCE = ("NODE_FAIL", "TIMEOUT", "PREEMPTED", "REQUEUED", "CANCELLED")
 
 
 def implied_state(events) -> str | None:

@@ -155,3 +155,41 @@ def test_an_event_of_a_kind_the_rule_pack_does_not_know_is_attributed_not_crashe
     watchdog = ev(ruleset, "nccl_watchdog_timeout", "b", 30)
     v = correlate(ruleset, CTX, [odd, watchdog])
     assert v.root_cause is odd and "'\\xa0W'" in v.explanation
+
+
+def test_nccl_misuse_alone_is_the_jobs_own_and_the_configuration_line_is_its_root(ruleset):
+    """docs/verdict.md "Communication errors": NCCL saying the job misused it is an application cause; the line that
+    names the configuration (two ranks on one GPU) explains the wrapper's "invalid usage" and the NCCL symptoms."""
+    usage = ev(ruleset, "nccl_invalid_usage", "a")
+    config = ev(ruleset, "nccl_config_error", "a")
+    nccl = ev(ruleset, "nccl_error", "a")
+    v = correlate(ruleset, CTX, [usage, nccl, config])
+    assert (v.outcome, v.action, v.culprits) == ("application", "fix_application", ())
+    assert v.root_cause is config
+    assert {(s.event.kind, s.explained_by) for s in v.symptoms} == {("nccl_invalid_usage", "root_cause"),
+                                                                     ("nccl_error", "root_cause")}
+
+
+def test_an_infrastructure_fault_before_nccl_misuse_explains_it(ruleset):
+    """A link that went down leaves no interface matching NCCL_SOCKET_IFNAME: the misuse NCCL reports is then a
+    symptom of the network fault, which is the root with its node as culprit."""
+    link = ev(ruleset, "ib_link_down", "b", 0)
+    config = ev(ruleset, "nccl_config_error", "b", 30)
+    usage = ev(ruleset, "nccl_invalid_usage", "a", 31)
+    v = correlate(ruleset, CTX, [config, usage, link])
+    assert v.root_cause is link and v.outcome == "network"
+    assert [n for n, _ in v.culprits] == ["b"]
+    assert {s.event.kind for s in v.symptoms} == {"nccl_config_error", "nccl_invalid_usage"}
+
+
+def test_a_requeued_run_is_the_schedulers_unless_a_cause_is_found(ruleset):
+    """Job state REQUEUED (and REQUEUE_HOLD) gives scheduler with no culprit; a GPU that fell off the bus before
+    the requeue still wins (docs/verdict.md step 5)."""
+    exits = [ev(ruleset, "task_exit", "a", 40)]
+    v = correlate(ruleset, _ctx(state="REQUEUED"), exits)
+    assert (v.outcome, v.action, v.culprits, v.root_cause) == ("scheduler", "none", (), None)
+    held = correlate(ruleset, _ctx(state="REQUEUE_HOLD"), exits)
+    assert (held.outcome, held.action) == ("scheduler", "resubmit")
+    xid = ev(ruleset, "gpu_fallen_off_bus", "a", 10, gpu="0000:3b:00", code=79)
+    v = correlate(ruleset, _ctx(state="REQUEUED"), exits + [xid])
+    assert v.root_cause is xid and v.outcome == "gpu_hardware" and v.culprits == (("a", "0000:3b:00"),)

@@ -62,6 +62,20 @@ def test_a_general_rule_gives_way_to_a_more_specific_one_on_the_same_line(rulese
     assert "cuda_error" in {e.kind for e in evs}
 
 
+def test_one_line_that_names_nccl_misuse_gives_the_cause_beside_the_nccl_symptom(ruleset):
+    """Two rules read the same line (no first-match-wins): rules/nccl-usage.yaml makes the misuse an application
+    cause, rules/nccl.yaml the same line an nccl_error symptom; the generic Python exception steps aside."""
+    line = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1691,"
+            " invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.19.3")
+    by_kind = {e.kind: e for e in extract(ruleset, CTX, [_obs(line)])}
+    assert by_kind["nccl_invalid_usage"].role == "cause" and by_kind["nccl_invalid_usage"].outcome == "application"
+    assert by_kind["nccl_error"].role == "symptom"
+    assert "python_exception" not in by_kind
+    # the same wrapper with a peer's failure in it names no misuse: only the symptom
+    other = line.replace("invalid usage (run with NCCL_DEBUG=WARN", "unhandled system error (run with NCCL_DEBUG=INFO")
+    assert {e.kind for e in extract(ruleset, CTX, [_obs(other)])} == {"nccl_error"}
+
+
 def test_the_observed_time_is_the_events_time_and_without_one_there_is_none(ruleset):
     t = datetime(2026, 3, 10, 0, 0, tzinfo=UTC)
     [ev] = extract(ruleset, CTX, [_obs(WATCHDOG, time=t)])

@@ -9,7 +9,8 @@ import pytest
 from pathlib import Path
 
 from attribution.scope.slurm import (controller_context, decode_wait_status, expand_output_pattern, final_state,
-                                     job_output_paths, job_window, node_context, parse_env, parse_scontrol_job)
+                                     implied_state, job_output_paths, job_window, node_context, parse_env,
+                                     parse_scontrol_job)
 
 UTC = timezone.utc
 NOW = datetime(2026, 11, 30, 8, 33, 49, tzinfo=UTC)
@@ -141,3 +142,24 @@ def test_job_output_paths_default_name_and_no_dev_null():
     assert job_output_paths(parse_env(bare), {}) == [Path("/scratch/slurm-1.out")]
     # no stderr pattern anywhere: stderr went with stdout, nothing more to read
     assert job_output_paths(parse_env(bare), {"StdOut": "/dev/null"}) == []
+
+
+def test_the_state_a_banner_implies_ranks_a_requeue_after_the_time_limit_and_before_a_plain_cancel(ruleset):
+    """While the controller still says COMPLETING, the banners decide: a requeue banner (or a framework's reported
+    requeue) gives REQUEUED, a time-limit banner beside it wins, a requeue only attempted implies nothing."""
+    from attribution.extract.events import extract
+    from attribution.model import ExecutionContext, Observation
+
+    ctx = ExecutionContext(cluster="c", job_id="608", nodes=("n1",), tasks_per_node=4)
+
+    def state(*lines):
+        obs = [Observation(source="job", node="n1", location=f"out:{i}", text=t, line=t) for i, t in enumerate(lines)]
+        return implied_state(extract(ruleset, ctx, obs))
+
+    requeue = "slurmstepd: error: *** JOB 608 ON n1 CANCELLED AT 2022-08-12T02:06:12 DUE TO JOB REQUEUE ***"
+    cancel = "slurmstepd: error: *** STEP 608.0 ON n1 CANCELLED AT 2022-08-12T02:06:12 ***"
+    limit = "slurmstepd: error: *** JOB 608 ON n1 CANCELLED AT 2022-08-12T02:06:12 DUE TO TIME LIMIT ***"
+    assert state(cancel, requeue) == "REQUEUED"
+    assert state(requeue, limit) == "TIMEOUT"
+    assert state("submitit INFO (2022-07-12 04:18:45,912) - Requeued job 608 (3 remaining timeouts)") == "REQUEUED"
+    assert state("Handling auto-requeue signal: 10", "requeing job 608...") is None
