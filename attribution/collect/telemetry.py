@@ -97,20 +97,14 @@ def _gpu_part(files: Mapping[str, str], shown: str):
 
 
 def _parse(files: Mapping[str, str], phase: str, shown: str) -> Snapshot:
-    gpus: dict = {}
-    info: dict = {}
-    lost: tuple[str, ...] = ()
-    present: list[str] = []
-    problems: list[str] = []
-    gaps: list[str] = []
-    messages: tuple[str, ...] = ()
     big = [n for n, text in files.items() if len(text) > MAX_FILE_BYTES]
-    problems.extend(f"{shown}/{n}: larger than {MAX_FILE_BYTES} bytes" for n in big)
+    problems = [f"{shown}/{n}: larger than {MAX_FILE_BYTES} bytes" for n in big]
     files = {n: text for n, text in files.items() if n not in big}
     try:
         gpus, info, lost, present, problems_gpu, gaps, messages = _gpu_part(files, shown)
         problems.extend(problems_gpu)
-    except TelemetryError as exc:
+    except TelemetryError as exc:  # a document that is not XML from a run that did not fail
+        gpus, info, lost, present, gaps, messages = {}, {}, (), [], [], ()
         problems.append(str(exc))
     ports: dict = {}
     pci: dict = {}

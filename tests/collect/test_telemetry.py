@@ -4,9 +4,7 @@ says could not be observed. Pure: no database, no Slurm."""
 
 from __future__ import annotations
 
-import re
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -15,6 +13,7 @@ from attribution.collect.telemetry import (coverage_of, parse_snapshot, read_sna
                                            snapshot_to_json)
 
 from tests.conftest import ROOT
+from tests.harness.real_telemetry_cases import hooks_listing
 
 REAL = ROOT / "tests" / "data" / "telemetry" / "real"
 NA = object()  # the counter must be absent (the document prints N/A, or has no such element)
@@ -87,20 +86,6 @@ def test_a_real_nvidia_smi_document_gives_the_values_read_by_hand(name):
 
 
 # -- sysfs trees: through the hooks' compact listing, and as the bundle's tree ---------------------------------
-
-def hooks_listing(root: Path) -> str:
-    """What hooks/lib.sh's `grep -H -E '^([0-9]+|TOTAL_ERR_[A-Z]+ [0-9]+)$'` prints for these files (every
-    InfiniBand counter group, every device's aer_dev_fatal and aer_dev_nonfatal), in the paths the hooks glob."""
-    lines = []
-    keep = re.compile(r"^([0-9]+|TOTAL_ERR_[A-Z]+ [0-9]+)$")
-    for f in sorted((root / "sys" / "class" / "infiniband").glob("*/ports/*/*/*")):
-        lines += [f"/{f.relative_to(root)}:{ln}" for ln in f.read_text().splitlines() if keep.match(ln)]
-    for f in sorted((root / "sys" / "devices").rglob("aer_dev_*")):
-        if f.name in ("aer_dev_fatal", "aer_dev_nonfatal"):
-            lines += [f"/sys/bus/pci/devices/{f.parent.name}/{f.name}:{ln}" for ln in f.read_text().splitlines()
-                      if keep.match(ln)]
-    return "\n".join(lines) + "\n"
-
 
 def test_gpud_h100_ports_a_saturated_link_downed_and_64_bit_data():
     s = parse_snapshot({"sysfs.txt": hooks_listing(REAL / "gpud-h100-infiniband")}, "epilog", "gpud")
