@@ -226,12 +226,12 @@ def unobserved(gpu: str, counters, facts) -> list[str]:
     without ECC, a vGPU guest), MIG without GPU-level volatile counts."""
     out: list[str] = []
     ecc = (facts.get("ecc_mode") or "").lower()
-    guest = " (a vGPU guest)" if (facts.get("virtualization") or "").lower() == VGPU_GUEST else ""
+    guest = (facts.get("virtualization") or "").lower() == VGPU_GUEST
     if ecc == "disabled":
-        out.append(f"GPU {gpu}: ECC disabled{guest}: memory errors are not counted")
+        out.append(f"GPU {gpu}: ECC disabled{' (a vGPU guest)' if guest else ''}: memory errors are not counted")
     elif not any(k.startswith("ecc.") for k in counters):
-        out.append(f"GPU {gpu}: no ECC counts (ECC not supported or not reported{guest}): memory errors could "
-                   "not be observed")
+        why = "a vGPU guest: not reported inside the guest" if guest else "ECC not supported or not reported"
+        out.append(f"GPU {gpu}: no ECC counts ({why}): memory errors could not be observed")
     if (facts.get("mig_mode") or "").lower() == "enabled":
         out.append(f"GPU {gpu}: MIG on: no GPU-level volatile ECC counts and no remapped rows (NVML does not "
                    "report them); volatile SRAM uncorrectable errors read per MIG instance, volatile DRAM errors "

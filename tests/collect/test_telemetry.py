@@ -183,3 +183,15 @@ def test_a_gpu_a_failed_run_names_beside_no_document_is_still_lost():
     msg = "Unable to determine the device handle for GPU0000:03:00.0: Unknown Error"
     s = parse_snapshot({"nvidia-smi.xml": "", "nvidia-smi.err": msg + "\n", "nvidia-smi.status": "15"}, "epilog", "x")
     assert s.lost == ("0000:03:00",) and s.messages == (msg,)
+
+
+def test_a_vgpu_guest_without_ecc_counts_says_so():
+    """nvidia-smi(1) "Virtualization Mode": VGPU inside a vGPU guest. The 3090 VM's document (Pass-Through) with
+    that one value changed: no ECC counts, and the note names the guest."""
+    doc = _smi("telegraf-rtx-3090-v12").replace("<virtualization_mode>Pass-Through</virtualization_mode>",
+                                                "<virtualization_mode>VGPU</virtualization_mode>")
+    s = parse_snapshot({"nvidia-smi.xml": doc}, "epilog", "x")
+    assert s.gpu_info["0000:00:10"]["virtualization"] == "VGPU"
+    assert [n for n in coverage_of("n1", s, s, "x").notes if n.startswith("GPU")] == [
+        "GPU 0000:00:10: no ECC counts (a vGPU guest: not reported inside the guest): memory errors could not be "
+        "observed"]
