@@ -47,6 +47,10 @@ class Snapshot(Value):
     #: why a part is missing when its tool could not be used (NVML without the driver or without nvidia-ml-py):
     #: coverage notes, not problems
     gaps: tuple[str, ...] = ()
+    #: what the GPU tool printed beside its document (its stderr, and warning lines on the stream that carries the
+    #: document: "WARNING: infoROM is corrupted at gpu 0000:04:00.0", "No devices were found"), one per line:
+    #: what the counter rules of trigger `said` read
+    messages: tuple[str, ...] = ()
 
     def devices(self, kind: str) -> Mapping[str, Mapping[str, float]]:
         return {"gpu": self.gpus, "ib_port": self.ports, "pci": self.pci}[kind]

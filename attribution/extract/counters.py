@@ -9,6 +9,11 @@ The rules are data (`type: counter_rules`, rules/counters.yaml, validated by rul
 - `vanished`: the device was in the prolog's snapshot and is not in the epilog's, whose tool still answered (or,
   for a GPU, the tool failed naming it as unreachable): a GPU that fell off the bus. `counters` name the values
   the event quotes from the prolog (what the device last counted).
+- `said` (GPUs): a line the GPU tool printed beside its document (its stderr, a warning on the stream of its XML)
+  matches `pattern`. `gpus: named`: the event is about the GPU the pattern's `gpu` group names (the line is
+  evidence about that GPU, which is not lost for it); new at the epilog it is evidence about the job, there at
+  both snapshots it is context. `gpus: listed`: every GPU the prolog's snapshot listed that the epilog's does not
+  ("No devices were found": every GPU is gone).
 
 One event per rule and device, however many of its counters changed (the event lists them all). With both
 snapshots the event is evidence about the job, placed at the job start (the counter grew at some time during the
@@ -19,6 +24,7 @@ Counters are written by the system (the driver, the kernel), never by the job: t
 
 from __future__ import annotations
 
+import re
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
@@ -43,6 +49,8 @@ class CounterRule(Value):
     kind: str
     min_increase: float = 1.0
     where: str | None = None
+    pattern: str | None = None
+    gpus: str | None = None
     role: str | None = None
     action: str | None = None
     severity: str | None = None
@@ -64,8 +72,9 @@ def counter_rules(ruleset: RuleSet) -> tuple[CounterRule, ...]:
     for shown, data in ruleset.document("counter_rules"):
         for r in data["rules"]:
             out.append(CounterRule(
-                id=r["id"], device=r["device"], counters=tuple(r["counters"]), trigger=r["trigger"], kind=r["kind"],
-                min_increase=float(r.get("min_increase", 1)), where=r.get("where"), role=r.get("role"),
+                id=r["id"], device=r["device"], counters=tuple(r.get("counters", ())), trigger=r["trigger"],
+                kind=r["kind"], min_increase=float(r.get("min_increase", 1)), where=r.get("where"),
+                pattern=r.get("pattern"), gpus=r.get("gpus"), role=r.get("role"),
                 action=r.get("action"), severity=r.get("severity"),
                 examples=tuple(MappingProxyType(dict(e)) for e in r["examples"]), path=shown))
     return tuple(out)
@@ -137,6 +146,9 @@ def evaluate(ruleset: RuleSet, ctx: ExecutionContext, node: str, prolog: Snapsho
     topo = epilog if epilog is not None else prolog
     out: list[Event] = []
     for rule in rules:
+        if rule.trigger == "said":
+            out.extend(_said_events(ruleset, ctx, node, rule, prolog, epilog))
+            continue
         if rule.trigger == "vanished":
             for key, how in _vanished(rule, prolog, epilog):
                 gpu = _gpu(rule, key, topo) or _gpu(rule, key, prolog)
@@ -170,6 +182,77 @@ def evaluate(ruleset: RuleSet, ctx: ExecutionContext, node: str, prolog: Snapsho
                 out.append(_event(ruleset, ctx, node, rule, key, gpu, ch, phase))
     out.sort(key=Event.sort_key)
     return out
+
+
+def _said(rule: CounterRule, s: Snapshot | None) -> dict[str, str]:
+    """{GPU (or "" for a line that names none): the first line of `s`'s tool messages the rule's pattern finds}."""
+    out: dict[str, str] = {}
+    if s is None or not rule.pattern:
+        return out
+    rx = re.compile(rule.pattern)
+    for line in s.messages:
+        m = rx.search(line)
+        if m is None:
+            continue
+        key = normalize_gpu(m.groupdict().get("gpu") or "") or "" if rule.gpus == "named" else ""
+        out.setdefault(key, line)
+    return out
+
+
+def _said_events(ruleset: RuleSet, ctx: ExecutionContext, node: str, rule: CounterRule, prolog: Snapshot | None,
+                 epilog: Snapshot | None) -> list[Event]:
+    side = epilog if epilog is not None else prolog
+    said = _said(rule, side)
+    if not said:
+        return []
+    out: list[Event] = []
+    if rule.gpus == "listed":
+        line = next(iter(said.values()))
+        if side is epilog and _has(prolog, rule.device):
+            assert prolog is not None and epilog is not None
+            gone = sorted(set(prolog.gpus) - set(epilog.gpus))
+            for key in gone:
+                out.append(_gone_event(ruleset, ctx, node, rule, key, normalize_gpu(key), f"said:{line}", prolog,
+                                       None))
+            return out
+        spec = ruleset.kinds[rule.kind]
+        text = f"the {side.phase}'s nvidia-smi said \"{line}\" (no prolog listing: not known to be this job's)"
+        return [Event(kind=rule.kind, role="context", rule=rule.id, source=TELEMETRY_SOURCE,
+                      location=f"nodes/{node}/telemetry/{side.phase}:nvidia-smi", line=text, message=text,
+                      node=node, gpu=None, time=ctx.end if side is epilog else ctx.start, outcome=spec.outcome,
+                      action=rule.action or spec.action, severity=rule.severity or spec.severity,
+                      fields={"evidence": "system", "said": line, "window": f"{side.phase} only"})]
+    both = side is epilog and prolog is not None
+    before = _said(rule, prolog) if both else {}
+    for key in sorted(said):
+        state = ("before" if key in before else "new") if both else "alone"
+        out.append(_said_event(ruleset, ctx, node, rule, key, said[key], state, side.phase))
+    return out
+
+
+def _said_event(ruleset: RuleSet, ctx: ExecutionContext, node: str, rule: CounterRule, key: str, line: str,
+                state: str, phase: str) -> Event:
+    """state: new (the epilog's tool said it, the prolog's did not), before (both did), alone (one snapshot)."""
+    spec = ruleset.kinds[rule.kind]
+    what = f"GPU {key}" if key else "nvidia-smi"
+    fields: dict[str, str] = {"evidence": "system", "device": key or "nvidia-smi", "said": line}
+    if state == "new":
+        text = f"{what}: the epilog's nvidia-smi said \"{line}\", the prolog's did not"
+        role, time, where = rule.role or spec.role, ctx.start, "prolog..epilog"
+        fields["window"] = "job"
+    elif state == "before":
+        text = f"{what}: nvidia-smi said \"{line}\" at the prolog and at the epilog (from before the job)"
+        role, time, where = "context", ctx.start, "prolog"
+        fields["window"] = "before the job"
+    else:
+        other = "prolog" if phase == "epilog" else "epilog"
+        text = f"{what}: the {phase}'s nvidia-smi said \"{line}\" (no {other} snapshot: not known to be this job's)"
+        role, time, where = "context", ctx.end if phase == "epilog" else ctx.start, phase
+        fields["window"] = f"{phase} only"
+    return Event(kind=rule.kind, role=role, rule=rule.id, source=TELEMETRY_SOURCE,
+                 location=f"nodes/{node}/telemetry/{where}:{key or 'nvidia-smi'}", line=text, message=text, node=node,
+                 gpu=key or None, time=time, outcome=spec.outcome, action=rule.action or spec.action,
+                 severity=rule.severity or spec.severity, fields=fields)
 
 
 def _gpu(rule: CounterRule, key: str, topo: Snapshot | None) -> str | None:
@@ -222,6 +305,8 @@ def _gone_event(ruleset: RuleSet, ctx: ExecutionContext, node: str, rule: Counte
     tool = SOURCE_OF[rule.device]
     said = "named it as unreachable" if how == "unreachable" else "no longer lists it"
     fields: dict[str, str] = {"evidence": "system", "device": key, "vanished": how}
+    if how.startswith("said:"):
+        said, fields["vanished"], fields["said"] = f"said \"{how[5:]}\"", "said", how[5:]
     last = prolog.devices(rule.device).get(key, {}) if prolog is not None else {}
     for c in rule.counters:
         if c in last:
@@ -252,13 +337,21 @@ EXAMPLE_PARENTS = {"0000:3b:00.0": ("0000:3a:00.0", "0000:00:01.0"), "0000:3a:00
 
 def example_snapshot(rule: CounterRule, phase: str, device: str, values: Mapping[str, float] | str | None):
     """One side of an example: counter values of the device; None (no snapshot on that side); "absent" (the
-    side's tool listed other devices, not this one); "unreachable" (the GPU tool failed naming this GPU)."""
+    side's tool listed other devices, not this one); "unreachable" (the GPU tool failed naming this GPU);
+    {said: [lines], values: {...}} (the GPU tool printed these lines; with values, its document listed the GPU
+    with them; without, it listed no GPU)."""
     if values is None:
         return None
     gpus = {normalize_gpu(EXAMPLE_GPU): {}} if rule.device != "gpu" else {}
     present = ("nvidia-smi", SOURCE_OF[rule.device]) if rule.device != "gpu" else ("nvidia-smi",)
     kw: dict[str, Any] = {"gpus": gpus}
     lost: tuple[str, ...] = ()
+    if isinstance(values, Mapping) and "said" in values:
+        kw["messages"] = tuple(values["said"])
+        listed = values.get("values")
+        if listed is None:
+            present = tuple(p for p in present if p != "nvidia-smi")
+        values = "absent" if listed is None else listed
     if values == "absent":
         dev: dict = {}
     elif values == "unreachable":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -266,6 +267,14 @@ def build_counter_rules(b: Building, docs: list[Document]) -> None:
                 b.add(doc, path + ["min_increase"], "min_increase needs trigger 'increase'")
             if "where" in r and r["device"] != "pci":
                 b.add(doc, path + ["where"], "'where' applies to device 'pci' only")
+            if "pattern" in r:
+                try:
+                    rx = re.compile(r["pattern"])
+                except re.error as exc:
+                    b.add(doc, path + ["pattern"], f"not a regular expression: {exc}")
+                else:
+                    if r.get("gpus") == "named" and "gpu" not in rx.groupindex:
+                        b.add(doc, path + ["pattern"], "gpus 'named' needs a (?P<gpu>...) group")
             for j, ex in enumerate(r["examples"]):
                 for k, exp in enumerate(ex["expect"]):
                     if "kind" in exp:
