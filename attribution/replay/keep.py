@@ -10,7 +10,8 @@ kept under `streams` with the time and labels that replay them, replay/streams.p
 `merge_piece` puts one reporter's piece into the job's document (its earlier piece replaced, the bound kept per
 job); the store only loads and saves the document.
 
-The document is plain JSON (compressed by the store). Replaying it (attribution.replay.rederive) writes the kept
+Every kept line is redacted first (extract.redact, rules/redactions.yaml: its passwords, tokens and keys become
+`[redacted:KIND]`), wherever it was read. The document is plain JSON (compressed by the store). Replaying it (attribution.replay.rederive) writes the kept
 lines back at their line numbers, so the collectors read them exactly as they read the original files, and runs
 the counter rules on the kept snapshots. A file read elsewhere than in a bundle (a node's journald, a job's
 output on the controller) is written back at its bundle place (`file`), with where it was read (`origin`): the
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from attribution.frozen import Value
+from attribution.extract.redact import redact
 from attribution.model import ExecutionContext
 from attribution.rulepack.prefilter import Prefilter
 from attribution.serialize import EVIDENCE_MAX_BYTES, EVIDENCE_MAX_LINE_CHARS, EVIDENCE_MAX_LINES, line_cost
@@ -148,7 +150,9 @@ class LineKeeper:
             k = 0 if PREFILTER in flags else 1
             if self._full[k]:
                 continue
-            text = data[start:end].decode("utf-8", errors="replace").rstrip("\r")[:self.limits.line_chars]
+            # never kept with its secrets (extract.redact), redacted whole before it is cut to its bound
+            text = redact(self.ruleset.redactions, data[start:end].decode("utf-8", errors="replace").rstrip("\r"))
+            text = text[:self.limits.line_chars]
             n = line_cost(text)
             if len(self._kept[k]) >= self.limits.lines or self._size[k] + n > self.limits.bytes:
                 self._full[k] = True
