@@ -36,3 +36,22 @@ def pack_without_redactions(tmp: Path) -> Path:
     shutil.copytree(ROOT / "rules", dest)
     (dest / "redactions.yaml").unlink()
     return dest
+
+
+def stored_text(engine) -> str:
+    """Everything the store holds as text: every row of every table and view of the schema, and the kept
+    evidence documents decompressed (pg_dump would show them as compressed bytes)."""
+    from sqlalchemy import text
+
+    from attribution.store.evidence import decode
+
+    parts = []
+    with engine.connect() as c:
+        tables = c.execute(text(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'attribution' AND c.relkind IN ('r', 'p', 'v') ORDER BY 1")).scalars().all()
+        for t in tables:
+            parts += c.execute(text(f'SELECT CAST(t AS text) FROM attribution."{t}" t')).scalars().all()
+        for blob in c.execute(text("SELECT document FROM attribution.job_evidence")).scalars():
+            parts.append(repr(decode(blob)))
+    return "\n".join(parts)
