@@ -41,6 +41,9 @@ MAX_LINE_CHARS = EVIDENCE_MAX_LINE_CHARS
 MAX_TELEMETRY_BYTES = 4 << 20  # of snapshot JSON: ~20 KiB a node of 8 GPUs and 8 HCAs, ~1 KiB compressed
 MAX_METRIC_BYTES = 4 << 20  # of PromQL series JSON (only the samples where a value changes: streams.py)
 READ_CHUNK = 8 << 20
+#: Characters past a kept line's cut that are redacted with it (a secret across the cut is seen whole: a PEM
+#: private key on one line is under 4 KiB).
+REDACT_MARGIN = 4096
 #: Flags of a kept line: flagged by a rule's prefilter, error-looking.
 PREFILTER, ERRORLIKE = "p", "e"
 
@@ -150,9 +153,11 @@ class LineKeeper:
             k = 0 if PREFILTER in flags else 1
             if self._full[k]:
                 continue
-            # never kept with its secrets (extract.redact), redacted whole before it is cut to its bound
-            text = redact(self.ruleset.redactions, data[start:end].decode("utf-8", errors="replace").rstrip("\r"))
-            text = text[:self.limits.line_chars]
+            # never kept with its secrets (extract.redact): redacted before it is cut to its bound, with a margin
+            # past the cut so that a secret across it is seen whole
+            raw = data[start:min(end, start + 4 * (self.limits.line_chars + REDACT_MARGIN))]
+            text = raw.decode("utf-8", errors="replace").rstrip("\r")[:self.limits.line_chars + REDACT_MARGIN]
+            text = redact(self.ruleset.redactions, text)[:self.limits.line_chars]
             n = line_cost(text)
             if len(self._kept[k]) >= self.limits.lines or self._size[k] + n > self.limits.bytes:
                 self._full[k] = True

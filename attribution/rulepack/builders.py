@@ -20,7 +20,7 @@ from attribution.errors import Problem
 from attribution.rulepack.prefilter import compile_re2, scan_pattern, search_set
 from attribution.rulepack.values import (CatalogEntry, Catalog, CausalGraph, Condition, DrainPolicy, Edge, Example,
                                          JobStates, KindSpec, MetricRule, Redaction, RedactionExample, Redactions,
-                                         Rule, Selector, StateDecision, Variant)
+                                         Rule, Selector, StateDecision, Variant, matcher_patterns)
 from attribution.rulepack.yamlload import Document
 
 
@@ -324,7 +324,7 @@ def build_redactions(b: Building, docs: list[Document]) -> None:
                 min_entropy=float(r.get("min_entropy", 0.0)), examples=examples,
                 no_match=tuple(r["examples"]["keep"]), path=doc.shown, line=doc.line(path)))
     if patterns:
-        b.redactions = Redactions(tuple(patterns), search_set(p.pattern for p in patterns))
+        b.redactions = Redactions(tuple(patterns), search_set(matcher_patterns(patterns)))
 
 
 #: Each file type and its builder, in the order they run (a type's builder may use what earlier ones built).

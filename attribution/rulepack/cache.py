@@ -280,9 +280,9 @@ def _prefilter(patterns, pattern: str, hs: bytes | None, extended: dict | None =
 
 
 def _redactions(patterns: tuple):
-    from attribution.rulepack.values import Redactions
+    from attribution.rulepack.values import Redactions, matcher_patterns
 
-    return Redactions(tuple(patterns), LazySet(p.pattern for p in patterns) if patterns else None)
+    return Redactions(tuple(patterns), LazySet(matcher_patterns(patterns)) if patterns else None)
 
 
 def _ruleset(state: dict, sets: dict):

@@ -246,17 +246,29 @@ class Redaction(Value):
 
 class Redactions(Value):
     """The pack's redaction patterns, in file order (an earlier pattern's redaction is not redacted again), and
-    one RE2 set of them that says which can match a text (None: no patterns, nothing is ever redacted)."""
+    one RE2 set of them (`matcher_patterns`: each in multi-line mode) that says which may match a text (None: no
+    patterns, nothing is ever redacted)."""
 
     patterns: tuple[Redaction, ...] = ()
     matcher: Any = None
 
     def candidates(self, text: str) -> list[Redaction]:
-        """The patterns that match somewhere in `text` (one set pass), in file order."""
+        """The patterns that may match somewhere in `text` (one set pass), in file order (a superset: each
+        pattern's own regex decides)."""
         if self.matcher is None or not text:
             return []
         idx = self.matcher.Match(text)
         return [self.patterns[i] for i in sorted(idx)] if idx else []
+
+    def any_in(self, *texts: str) -> bool:
+        """Whether any pattern may match any of `texts`, in one set pass over them joined by newlines (a pattern
+        matching one of them alone matches the joined text: multi-line mode gives each its own ^ and $)."""
+        return self.matcher is not None and bool(self.matcher.Match("\n".join(texts)))
+
+
+def matcher_patterns(patterns) -> list[str]:
+    """The redaction patterns as the pack's set holds them: each in multi-line mode (see Redactions.any_in)."""
+    return [f"(?m:{p.pattern})" for p in patterns]
 
 
 class RuleSet(Value):

@@ -157,3 +157,29 @@ def test_the_entropy_threshold_is_the_pack_s(tmp_path, ruleset):
     assert redact(ruleset.redactions, line) == line
     d, _ = _pack_with(tmp_path, "    min_entropy: 4.0", "    min_entropy: 3.0")
     assert redact(load_rules(d).redactions, line) == "cache key: [redacted:high_entropy_secret]"
+
+
+def test_a_text_built_to_be_slow_is_redacted_whole_past_the_bound(ruleset):
+    """More than MAX_MATCHES matches of one pattern in one text: the rest is redacted from there on, whole, so
+    the time is bounded and nothing is kept."""
+    from attribution.extract.redact import MAX_MATCHES
+
+    text = " ".join(f"password=p{i:04d}" for i in range(MAX_MATCHES + 50))
+    out, counts = redact_counted(ruleset.redactions, text)
+    assert counts == {"password": MAX_MATCHES + 1}
+    assert "p0" not in out and out.endswith("password=[redacted:password] [redacted:password]")
+    assert redact(ruleset.redactions, out) == out
+
+
+def test_a_pattern_anchored_at_the_start_finds_the_message_after_the_prefix(tmp_path):
+    """One set pass over an observation's line and text together: a pattern with ^ still finds the text's start."""
+    d = tmp_path / "rules"
+    shutil.copytree(ROOT / "rules", d)
+    (d / "redactions.yaml").write_text(
+        "type: redactions\npatterns:\n  - id: redact.local.start\n    kind: local\n"
+        "    pattern: '^key-(?P<secret>\\w+)$'\n"
+        "    examples: {redact: [{line: key-abc, span: abc}], keep: ['a key-abc']}\n")
+    rs = load_rules(d)
+    obs = Observation(source="job", node=None, location="o:1", text="key-abc", line="0: key-abc")
+    out = redact_observation(rs, obs)
+    assert (out.text, out.line) == ("key-[redacted:local]", "0: key-abc")
