@@ -89,6 +89,7 @@ def unmatched_lines(engine: Engine, ruleset: RuleSet, since: datetime | None = N
     from pathlib import Path
 
     from attribution.collect.bundle import collect_bundle
+    from attribution.extract.redact import redact_observation
     from attribution.replay.keep import pack_errorlike
     from attribution.replay.rederive import write_scratch_bundle
     from attribution.replay.streams import replay_streams
@@ -107,6 +108,7 @@ def unmatched_lines(engine: Engine, ruleset: RuleSet, since: datetime | None = N
         name = f"{row['cluster']}/{row['job_id']}"
         hours = job_gpu_hours(ctx)
         for o in observations:
+            o = redact_observation(ruleset, o)  # lines kept before the pack's redactions: never shown with secrets
             text = o.text.splitlines()[0] if o.text else ""
             if text.strip() and not ruleset.matching(o.source, o.text):
                 out.append(Unmatched(name, o.source, o.location, o.line.splitlines()[0] if o.line else text, text,

@@ -10,7 +10,8 @@ kept under `streams` with the time and labels that replay them, replay/streams.p
 `merge_piece` puts one reporter's piece into the job's document (its earlier piece replaced, the bound kept per
 job); the store only loads and saves the document.
 
-The document is plain JSON (compressed by the store). Replaying it (attribution.replay.rederive) writes the kept
+Every kept line is redacted first (extract.redact, rules/redactions.yaml: its passwords, tokens and keys become
+`[redacted:KIND]`), wherever it was read. The document is plain JSON (compressed by the store). Replaying it (attribution.replay.rederive) writes the kept
 lines back at their line numbers, so the collectors read them exactly as they read the original files, and runs
 the counter rules on the kept snapshots. A file read elsewhere than in a bundle (a node's journald, a job's
 output on the controller) is written back at its bundle place (`file`), with where it was read (`origin`): the
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from attribution.frozen import Value
+from attribution.extract.redact import redact
 from attribution.model import ExecutionContext
 from attribution.rulepack.prefilter import Prefilter
 from attribution.serialize import EVIDENCE_MAX_BYTES, EVIDENCE_MAX_LINE_CHARS, EVIDENCE_MAX_LINES, line_cost
@@ -39,6 +41,9 @@ MAX_LINE_CHARS = EVIDENCE_MAX_LINE_CHARS
 MAX_TELEMETRY_BYTES = 4 << 20  # of snapshot JSON: ~20 KiB a node of 8 GPUs and 8 HCAs, ~1 KiB compressed
 MAX_METRIC_BYTES = 4 << 20  # of PromQL series JSON (only the samples where a value changes: streams.py)
 READ_CHUNK = 8 << 20
+#: Characters past a kept line's cut that are redacted with it (a secret across the cut is seen whole: a PEM
+#: private key on one line is under 4 KiB).
+REDACT_MARGIN = 4096
 #: Flags of a kept line: flagged by a rule's prefilter, error-looking.
 PREFILTER, ERRORLIKE = "p", "e"
 
@@ -148,7 +153,11 @@ class LineKeeper:
             k = 0 if PREFILTER in flags else 1
             if self._full[k]:
                 continue
-            text = data[start:end].decode("utf-8", errors="replace").rstrip("\r")[:self.limits.line_chars]
+            # never kept with its secrets (extract.redact): redacted before it is cut to its bound, with a margin
+            # past the cut so that a secret across it is seen whole
+            raw = data[start:min(end, start + 4 * (self.limits.line_chars + REDACT_MARGIN))]
+            text = raw.decode("utf-8", errors="replace").rstrip("\r")[:self.limits.line_chars + REDACT_MARGIN]
+            text = redact(self.ruleset.redactions, text)[:self.limits.line_chars]
             n = line_cost(text)
             if len(self._kept[k]) >= self.limits.lines or self._size[k] + n > self.limits.bytes:
                 self._full[k] = True

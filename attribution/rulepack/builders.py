@@ -18,9 +18,10 @@ from typing import Callable
 import re2
 
 from attribution.errors import Problem
-from attribution.rulepack.prefilter import compile_re2, scan_pattern
+from attribution.rulepack.prefilter import compile_re2, scan_pattern, search_set
 from attribution.rulepack.values import (CatalogEntry, Catalog, CausalGraph, Condition, DrainPolicy, Edge, Example,
-                                         JobStates, KindSpec, MetricRule, Rule, Selector, StateDecision, Variant)
+                                         JobStates, KindSpec, MetricRule, Redaction, RedactionExample, Redactions,
+                                         Rule, Selector, StateDecision, Variant, matcher_patterns)
 from attribution.rulepack.yamlload import Document
 
 
@@ -39,6 +40,7 @@ class Building:
         MappingProxyType({}), StateDecision("unknown", "investigate", "low")))
     metric_rules: list[MetricRule] = field(default_factory=list)
     drain_policy: DrainPolicy | None = None
+    redactions: Redactions = field(default_factory=Redactions)
 
     def add(self, doc: Document, path: list, message: str) -> None:
         self.problems.append(doc.problem(path, message))
@@ -302,6 +304,38 @@ def build_drain_policy(b: Building, docs: list[Document]) -> None:
                                  document=doc)
 
 
+#: The capture group of a redaction pattern that is the secret (the rest of the match is left as it is).
+SECRET_GROUP = "secret"
+
+
+def build_redactions(b: Building, docs: list[Document]) -> None:
+    """The redaction patterns (applied by attribution.extract.redact), in file order over the files' order."""
+    patterns: list[Redaction] = []
+    for doc in docs:
+        for i, r in enumerate(doc.data["patterns"]):
+            path = ["patterns", i]
+            if not b.claim_id(doc, r["id"], path):
+                continue
+            rx = b.regex(doc, r["pattern"], path + ["pattern"])
+            if rx is None:
+                continue
+            names = set(rx.groupindex)
+            if names - {SECRET_GROUP}:
+                b.add(doc, path + ["pattern"], f"a redaction pattern captures only (?P<{SECRET_GROUP}>...), not "
+                                               f"{', '.join(sorted(names - {SECRET_GROUP}))}")
+            examples = tuple(RedactionExample(line=e["line"], span=e["span"], ref=e.get("ref"))
+                             for e in r["examples"]["redact"])
+            for j, e in enumerate(examples):
+                if e.span not in e.line:
+                    b.add(doc, path + ["examples", "redact", j, "span"], "the span is not in the line")
+            patterns.append(Redaction(
+                id=r["id"], kind=r["kind"], pattern=r["pattern"], regex=rx, group=rx.groupindex.get(SECRET_GROUP, 0),
+                min_entropy=float(r.get("min_entropy", 0.0)), examples=examples,
+                no_match=tuple(r["examples"]["keep"]), path=doc.shown, line=doc.line(path)))
+    if patterns:
+        b.redactions = Redactions(tuple(patterns), search_set(matcher_patterns(patterns)))
+
+
 #: Each file type and its builder, in the order they run (a type's builder may use what earlier ones built).
 BUILDERS: dict[str, Callable[[Building, list[Document]], None]] = {
     "kinds": build_kinds,
@@ -312,4 +346,5 @@ BUILDERS: dict[str, Callable[[Building, list[Document]], None]] = {
     "metric_rules": build_metric_rules,
     "counter_rules": build_counter_rules,
     "drain_policy": build_drain_policy,
+    "redactions": build_redactions,
 }

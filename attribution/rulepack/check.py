@@ -1,6 +1,7 @@
 """Checking a rule pack: schema and semantics (rulepack) plus every rule's own examples and the hook filter.
 
-Each rule carries real lines it must match (with the fields it must produce) and near-misses it must not.
+Each rule carries real lines it must match (with the fields it must produce) and near-misses it must not; so does
+each redaction pattern (the span it must redact, the lines it must leave alone).
 The examples go through the same collector parsing and prefilter as real logs, so a prefix the parser does
 not understand, or a prefilter that misses the line, is caught here too. Every problem is a `Problem`.
 """
@@ -88,7 +89,10 @@ def check_pack(directory: Path | None, hook_filter: Path | None = None) -> tuple
 
     from attribution.extract.counters import check_examples as counter_examples, counter_rules
 
+    from attribution.extract import redact
+
     problems = check_examples(rs) + (policy_problems(rs) if rs.document("drain_policy") else [])
+    problems += redact.check_examples(rs)
     problems += counter_examples(rs, example_context())
     problems += hookfilter.rule_problems(rs)
     filter_path = hook_filter or hookfilter.default_filter_path(Path(rs.root))
@@ -97,8 +101,8 @@ def check_pack(directory: Path | None, hook_filter: Path | None = None) -> tuple
     if not problems:  # the metric rules' examples (rules/metrics.yaml) run through their own engine
         problems = check_metric_examples(rs, example_context())
     n_ex = sum(len(r.examples) + len(r.no_match) for r in rs.rules)
-    n_ex += sum(len(r.examples) for r in counter_rules(rs))
+    n_ex += sum(len(r.examples) for r in counter_rules(rs)) + redact.example_count(rs)
     summary = (f"{rs.root}: {len(rs.rules)} rules, {len(rs.kinds)} kinds, "
                f"{sum(len(c.entries) for c in rs.catalogs.values())} catalog codes, "
-               f"{len(rs.graph.edges)} causal edges, {n_ex} examples: ok (version {rs.version[:12]})")
+               f"{len(rs.graph.edges)} causal edges, {len(rs.redactions.patterns)} redactions, {n_ex} examples: ok (version {rs.version[:12]})")
     return problems, summary
