@@ -51,6 +51,9 @@ class Workload:
     owner_name: str | None
     context: ExecutionContext
     pods: tuple[PodPlacement, ...]
+    #: what the control plane said about the run (scope.kubeevidence: the Workload's and its pods' conditions and
+    #: reasons; the watcher adds the nodes' and the events'), as observations of source `scheduler`
+    evidence: tuple = ()
 
 
 def parse_workload_ref(value: str) -> tuple[str, str]:
@@ -239,7 +242,10 @@ def workload_context(workload: Any, pods_doc: Any, cluster: str, origin: str = "
         partition=admission.get("clusterQueue") or (workload.get("spec") or {}).get("queueName"), state=state,
         exit_code=exit_code, failed_node=unhealthy[0] if unhealthy else None, start=start, end=end,
         gpus_per_node=_gpus_per_node(pods), job_name=scheduler_job_name(owner.get("name") or name))
-    return Workload(ns, name, owner.get("kind"), owner.get("name"), ctx, placements)
+    from attribution.scope.kubeevidence import kubernetes_observations
+
+    return Workload(ns, name, owner.get("kind"), owner.get("name"), ctx, placements,
+                    tuple(kubernetes_observations(ctx, workload, pods)))
 
 
 def pod_selector(owner_kind: str | None, owner_name: str | None, selectors: Mapping[str, str]) -> str | None:
