@@ -22,20 +22,11 @@ from datetime import datetime
 from typing import Any, Iterable, Mapping
 
 from attribution.model import ExecutionContext, Observation
-from attribution.timeparse import TimeError, parse_iso
+from attribution.scope.kueue import object_time as _time
 
 SOURCE = "scheduler"
 #: Workload conditions whose True state is part of a run's story (docs/log-formats.md 6.3).
 WORKLOAD_CONDITIONS = ("Evicted", "Preempted")
-
-
-def _time(value: Any) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return parse_iso(str(value))
-    except TimeError:
-        return None
 
 
 def _one_line(text: Any) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Mapping
 
-from attribution.timeparse import TimeError, parse_iso
+from attribution.scope.kueue import object_time
 
 #: The Finished reason of a run that succeeded (the others: Failed, OutOfSync).
 SUCCEEDED = "Succeeded"
@@ -49,10 +49,7 @@ def run_end(workload: Mapping) -> RunEnd | None:
         c = conds.get(kind)
         if c and str(c.get("status")) == "True":
             stamp = str(c.get("lastTransitionTime") or "")
-            try:
-                at = parse_iso(stamp) if stamp else None
-            except TimeError:
-                at = None
+            at = object_time(stamp)
             reason = str(c.get("reason") or "")
             evictions = _evictions(workload)
             attempt = None if evictions is None else (max(1, evictions) if kind == "Evicted" else evictions + 1)
