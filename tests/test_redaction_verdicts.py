@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from attribution.pipeline import diagnose_bundle
+from attribution.pipeline.diagnose import diagnose_bundle
 from attribution.rulepack.load import load_rules
 
 from tests.conftest import CASES, INCIDENTS, ROOT, bundles

@@ -85,7 +85,7 @@ def _events(api: KubeApi, ns: str, names: set[str], limit: int) -> tuple[list[di
 def diagnose_run(ruleset, connectors, api: KubeApi, cluster: str, doc: dict, job_id: str, deadline: float,
                  page_size: int = 500):
     """The Diagnosis (with the evidence kept for replay) of the run `doc` (a Workload as it ended)."""
-    from attribution.pipeline import diagnose_live
+    from attribution.pipeline.live import diagnose_live
     from attribution.replay.keep import LineKeeper
     from attribution.scope.kubeevidence import kubernetes_observations
     from attribution.scope.kueue import workload_context
@@ -133,7 +133,7 @@ def store_run(ruleset, engine, connectors, api: KubeApi, cluster: str, doc: dict
     """Diagnose and store one run unless it is stored already (`redo`: again, as the same job). Exactly once per
     workload UID and run: the run is marked stored after its verdict is (a crash in between stores it again on
     the next start, which ingest makes a no-op: the same evidence adds nothing)."""
-    from attribution.pipeline import ingest_diagnosis
+    from attribution.pipeline.ingest import ingest_diagnosis
     from attribution.store.kueuewatch import record_attempt, stored_attempts
 
     with locks(end.uid):

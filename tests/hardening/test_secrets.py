@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from attribution.cli import main
-from attribution.pipeline import ingest_bundle
+from attribution.pipeline.ingest import ingest_bundle
 
 from tests.harness.secrets_case import CASE, SECRETS, leaked, stored_text
 from tests.harness.service import start_service

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from attribution.extract import redact
-from attribution.pipeline import ingest_bundle
+from attribution.pipeline.ingest import ingest_bundle
 from attribution.rulepack.load import load_rules
 from attribution.store.redact import redact_stored
 
