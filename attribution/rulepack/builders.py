@@ -19,7 +19,8 @@ import re2
 from attribution.errors import Problem
 from attribution.rulepack.prefilter import compile_re2, scan_pattern
 from attribution.rulepack.values import (CatalogEntry, Catalog, CausalGraph, Condition, DrainPolicy, Edge, Example,
-                                         JobStates, KindSpec, MetricRule, Rule, Selector, StateDecision, Variant)
+                                         IgnoreRule, JobStates, KindSpec, MetricRule, Rule, Selector, StateDecision,
+                                         Variant)
 from attribution.rulepack.yamlload import Document
 
 
@@ -32,6 +33,7 @@ class Building:
     kinds: dict[str, KindSpec] = field(default_factory=dict)
     catalogs: dict[str, Catalog] = field(default_factory=dict)
     rules: list[Rule] = field(default_factory=list)
+    ignores: list[IgnoreRule] = field(default_factory=list)
     rule_ids: dict[str, str] = field(default_factory=dict)  # id -> where it was first defined
     graph: CausalGraph = field(default_factory=lambda: CausalGraph(edges=()))
     job_states: JobStates = field(default_factory=lambda: JobStates(
@@ -191,6 +193,27 @@ def build_rules(b: Building, docs: list[Document]) -> None:
                 set_fields=tuple(sorted((r.get("set_fields") or {}).items())),
                 examples=examples, no_match=tuple(r["examples"].get("no_match", [])),
                 path=doc.shown, line=doc.line(path)))
+        for i, r in enumerate(doc.data.get("ignore", [])):
+            _build_ignore(b, doc, r, ["ignore", i])
+
+
+def _build_ignore(b: Building, doc: Document, r: dict, path: list) -> None:
+    """An `ignore:` entry: a pattern of lines that mean nothing, with its examples (rulepack.check runs them)."""
+    if not b.claim_id(doc, r["id"], path):
+        return
+    pattern = r["pattern"]
+    if not _only_leading_anchor(pattern):
+        b.add(doc, path + ["pattern"], "'^' may only anchor the start of a pattern (it matches the start "
+                                       "of the message, after the prefix)")
+    rx = b.regex(doc, pattern, path + ["pattern"])
+    if rx is None:
+        return
+    examples = tuple(Example(line=ex["line"], source=ex.get("source", r["source"]), expect=MappingProxyType({}),
+                             ref=ex.get("ref")) for ex in r["examples"]["match"])
+    sources = (r["source"],) + tuple(s for s in r.get("also_sources", []) if s != r["source"])
+    b.ignores.append(IgnoreRule(id=r["id"], source=r["source"], sources=sources, pattern=pattern, regex=rx,
+                                description=r["description"], examples=examples,
+                                no_match=tuple(r["examples"]["no_match"]), path=doc.shown, line=doc.line(path)))
 
 
 def _selector(d: dict) -> Selector:

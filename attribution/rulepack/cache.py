@@ -29,7 +29,7 @@ from types import MappingProxyType
 
 __all__ = ["pack_key", "cached_rules", "rules_and_saver", "LazyRegex", "LazySet"]
 
-FORMAT = "2"  # bump when what is pickled changes shape
+FORMAT = "3"  # bump when what is pickled changes shape
 
 
 def pack_key(root: Path) -> str:
@@ -191,7 +191,7 @@ class _Pickler(pickle.Pickler):
         if isinstance(obj, re2._Regexp):  # noqa: SLF001 (google-re2's compiled pattern type)
             return LazyRegex, (obj.pattern,)
         if isinstance(obj, Prefilter):
-            return _prefilter, (obj.patterns, obj.pattern, _hs_bytes(obj), dict(obj._extended))  # noqa: SLF001
+            return _prefilter, (obj.patterns, obj.pattern, _hs_bytes(obj), dict(obj._extended), obj.unless)  # noqa: SLF001
         if type(obj) is RuleSet:
             state = {f: getattr(obj, f) for f in fields(obj) if f != "_sets"}
             sets = {source: tuple(r.pattern for r in rules) for source, rules in obj._by_source.items()}
@@ -261,7 +261,7 @@ def _proxy(d: dict) -> MappingProxyType:
     return MappingProxyType(d)
 
 
-def _prefilter(patterns, pattern: str, hs: bytes | None, extended: dict | None = None):
+def _prefilter(patterns, pattern: str, hs: bytes | None, extended: dict | None = None, unless=None):
     from attribution.rulepack.prefilter import Prefilter
 
     pf = Prefilter.__new__(Prefilter)
@@ -272,6 +272,7 @@ def _prefilter(patterns, pattern: str, hs: bytes | None, extended: dict | None =
     pf._hs_tried = False  # noqa: SLF001
     pf._extended = dict(extended or {})  # noqa: SLF001
     pf._hs_blob = hs  # noqa: SLF001  (loaded on first use: a node reads one or two of the sources)
+    pf.unless = unless
     return pf
 
 

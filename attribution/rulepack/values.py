@@ -101,6 +101,22 @@ class Rule(Value):
     line: int
 
 
+class IgnoreRule(Value):
+    """A line a person looked at and found to mean nothing (advice printed after an error, a header whose
+    message is on the next line): it makes no event, and `rules suggest` does not offer it as a rule to write."""
+
+    id: str
+    source: str
+    sources: tuple[str, ...]
+    pattern: str
+    regex: Any
+    description: str
+    examples: tuple[Example, ...]
+    no_match: tuple[str, ...]
+    path: str
+    line: int
+
+
 class Selector(Value):
     """Which events one side of a causal edge covers (kinds, outcomes, roles, fields)."""
 
@@ -235,6 +251,12 @@ class RuleSet(Value):
     #: The error-looking lines' filter (replay/error-lines.txt: what is kept for replay besides the prefilter
     #: hits), built with the pack so that the node agent's cache holds it compiled. None: build it on use.
     errorlike: Prefilter | None = None
+    #: Lines deliberately left without an event (`ignore:` of a rules file).
+    ignores: tuple[IgnoreRule, ...] = ()
+
+    def ignoring(self, source: str, text: str) -> list[IgnoreRule]:
+        """The ignore entries of `source` whose pattern matches `text` (the message after the line's prefix)."""
+        return [r for r in self.ignores if source in r.sources and r.regex.search(text)]
 
     def rules_for(self, source: str) -> tuple[Rule, ...]:
         return self._by_source.get(source, ())
