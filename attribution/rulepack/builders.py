@@ -164,10 +164,7 @@ def build_rules(b: Building, docs: list[Document]) -> None:
             if not b.claim_id(doc, rid, path):
                 continue
             pattern = r["pattern"]
-            if not _only_leading_anchor(pattern):
-                b.add(doc, path + ["pattern"], "'^' may only anchor the start of a pattern (it matches the start "
-                                               "of the message, after the prefix)")
-            rx = b.regex(doc, pattern, path + ["pattern"])
+            rx = _message_regex(b, doc, pattern, path)
             pre = r.get("prefilter") or scan_pattern(pattern)
             b.regex(doc, pre, path + ["prefilter" if "prefilter" in r else "pattern"])
             if "kind" in r:
@@ -178,12 +175,8 @@ def build_rules(b: Building, docs: list[Document]) -> None:
                 b.need_kind(doc, k, path + ["unless_kinds"])
             if rx is not None and "catalog" in r and "code" not in rx.groupindex and "code" not in r:
                 b.add(doc, path + ["pattern"], "a catalog rule must capture (?P<code>...)")
-            examples = tuple(Example(line=ex["line"], source=ex.get("source", r["source"]),
-                                     expect=MappingProxyType(dict(ex.get("expect") or {})), ref=ex.get("ref"))
-                             for ex in r["examples"]["match"])
-            sources = (r["source"],) + tuple(s for s in r.get("also_sources", []) if s != r["source"])
             b.rules.append(Rule(
-                id=rid, source=r["source"], sources=sources, pattern=pattern, regex=rx, prefilter=pre,
+                id=rid, source=r["source"], sources=_sources(r), pattern=pattern, regex=rx, prefilter=pre,
                 hook_filter=tuple(r.get("hook_filter", ())),
                 kind=r.get("kind"), catalog=r.get("catalog"), code=r.get("code"), role=r.get("role"),
                 action=r.get("action"), severity=r.get("severity"),
@@ -191,29 +184,41 @@ def build_rules(b: Building, docs: list[Document]) -> None:
                 unless_kinds=frozenset(r.get("unless_kinds", [])),
                 unless_flags=frozenset(r.get("unless_flags", [])),
                 set_fields=tuple(sorted((r.get("set_fields") or {}).items())),
-                examples=examples, no_match=tuple(r["examples"].get("no_match", [])),
+                examples=_examples(r), no_match=tuple(r["examples"].get("no_match", [])),
                 path=doc.shown, line=doc.line(path)))
         for i, r in enumerate(doc.data.get("ignore", [])):
             _build_ignore(b, doc, r, ["ignore", i])
+
+
+def _message_regex(b: Building, doc: Document, pattern: str, path: list):
+    """A rule's or ignore entry's pattern compiled (None and a problem when RE2 refuses it); a problem when '^'
+    anchors anything but its start."""
+    if not _only_leading_anchor(pattern):
+        b.add(doc, path + ["pattern"], "'^' may only anchor the start of a pattern (it matches the start "
+                                       "of the message, after the prefix)")
+    return b.regex(doc, pattern, path + ["pattern"])
+
+
+def _sources(r: dict) -> tuple[str, ...]:
+    return (r["source"],) + tuple(s for s in r.get("also_sources", []) if s != r["source"])
+
+
+def _examples(r: dict) -> tuple[Example, ...]:
+    return tuple(Example(line=ex["line"], source=ex.get("source", r["source"]),
+                         expect=MappingProxyType(dict(ex.get("expect") or {})), ref=ex.get("ref"))
+                 for ex in r["examples"]["match"])
 
 
 def _build_ignore(b: Building, doc: Document, r: dict, path: list) -> None:
     """An `ignore:` entry: a pattern of lines that mean nothing, with its examples (rulepack.check runs them)."""
     if not b.claim_id(doc, r["id"], path):
         return
-    pattern = r["pattern"]
-    if not _only_leading_anchor(pattern):
-        b.add(doc, path + ["pattern"], "'^' may only anchor the start of a pattern (it matches the start "
-                                       "of the message, after the prefix)")
-    rx = b.regex(doc, pattern, path + ["pattern"])
-    if rx is None:
-        return
-    examples = tuple(Example(line=ex["line"], source=ex.get("source", r["source"]), expect=MappingProxyType({}),
-                             ref=ex.get("ref")) for ex in r["examples"]["match"])
-    sources = (r["source"],) + tuple(s for s in r.get("also_sources", []) if s != r["source"])
-    b.ignores.append(IgnoreRule(id=r["id"], source=r["source"], sources=sources, pattern=pattern, regex=rx,
-                                description=r["description"], examples=examples,
-                                no_match=tuple(r["examples"]["no_match"]), path=doc.shown, line=doc.line(path)))
+    rx = _message_regex(b, doc, r["pattern"], path)
+    if rx is not None:
+        b.ignores.append(IgnoreRule(id=r["id"], source=r["source"], sources=_sources(r), pattern=r["pattern"],
+                                    regex=rx, description=r["description"], examples=_examples(r),
+                                    no_match=tuple(r["examples"]["no_match"]), path=doc.shown,
+                                    line=doc.line(path)))
 
 
 def _selector(d: dict) -> Selector:

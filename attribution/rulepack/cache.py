@@ -191,7 +191,8 @@ class _Pickler(pickle.Pickler):
         if isinstance(obj, re2._Regexp):  # noqa: SLF001 (google-re2's compiled pattern type)
             return LazyRegex, (obj.pattern,)
         if isinstance(obj, Prefilter):
-            return _prefilter, (obj.patterns, obj.pattern, _hs_bytes(obj), dict(obj._extended), obj.unless)  # noqa: SLF001
+            return _prefilter, (obj.patterns, obj.pattern, _hs_bytes(obj),
+                                dict(obj._extended), obj.unless)  # noqa: SLF001
         if type(obj) is RuleSet:
             state = {f: getattr(obj, f) for f in fields(obj) if f != "_sets"}
             sets = {source: tuple(r.pattern for r in rules) for source, rules in obj._by_source.items()}

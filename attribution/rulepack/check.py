@@ -77,8 +77,8 @@ def check_ignore(ruleset: RuleSet, ig: IgnoreRule) -> list[Problem]:
     for ex in ig.examples:
         obs = observations_for_line(ex.source, ex.line, errorlike)
         if not obs:
-            out.append(Problem(ig.path, ig.line, f"ignore {ig.id}: example is not error-looking "
-                                                 f"(rules/replay/error-lines.txt), nothing to ignore: {ex.line[:120]!r}"))
+            out.append(Problem(ig.path, ig.line, f"ignore {ig.id}: example is not error-looking (rules/replay/"
+                                                 f"error-lines.txt), nothing to ignore: {ex.line[:120]!r}"))
             continue
         for o in obs:
             if not ig.regex.search(o.text):

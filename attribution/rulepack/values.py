@@ -75,14 +75,19 @@ class Example(Value):
     ref: str | None = None
 
 
-class Rule(Value):
-    """One extraction rule: where it applies, its pattern, the event it makes, its examples."""
+class LinePattern(Value):
+    """What a rule and an ignore entry share: an id, the sources it applies to, its message pattern compiled."""
 
     id: str
     source: str
     sources: tuple[str, ...]
     pattern: str
     regex: Any
+
+
+class Rule(LinePattern):
+    """One extraction rule: where it applies, its pattern, the event it makes, its examples."""
+
     prefilter: str
     hook_filter: tuple[str, ...]
     kind: str | None
@@ -101,15 +106,10 @@ class Rule(Value):
     line: int
 
 
-class IgnoreRule(Value):
+class IgnoreRule(LinePattern):
     """A line a person looked at and found to mean nothing (advice printed after an error, a header whose
     message is on the next line): it makes no event, and `rules suggest` does not offer it as a rule to write."""
 
-    id: str
-    source: str
-    sources: tuple[str, ...]
-    pattern: str
-    regex: Any
     description: str
     examples: tuple[Example, ...]
     no_match: tuple[str, ...]

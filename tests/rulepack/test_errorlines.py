@@ -16,7 +16,8 @@ def _errorlike(rules_dir=None) -> Prefilter:
 
 
 @pytest.mark.parametrize("line", [
-    "seyun:17280:17553 [0] NCCL INFO NET/Plugin : Plugin load returned 2 : libnccl-net.so: cannot open shared object file: No such file or directory.",
+    "seyun:17280:17553 [0] NCCL INFO NET/Plugin : Plugin load returned 2 : libnccl-net.so: cannot open shared "
+    "object file: No such file or directory.",
     "e53b7da88fea:2493:2753 [0] NCCL INFO Failed to open libibverbs.so[.1]",
     "062fc37504b7:350:457 [0] INFO NET/IB : No device found. (failed)",
     "INFO: Function: ofi_init Line: 1076: NET/OFI Running on P4d platform, failed to read topology, using default",

@@ -112,7 +112,8 @@ def test_the_cached_pack_keeps_the_error_looking_filters_informational_levels(tm
 
     from tests.conftest import ROOT
 
-    info = b"gpu1:5:6 [0] NCCL INFO NET/Plugin : Plugin load returned 2 : libnccl-net.so: cannot open shared object file\n"
+    info = (b"gpu1:5:6 [0] NCCL INFO NET/Plugin : Plugin load returned 2 : libnccl-net.so: "
+            b"cannot open shared object file\n")
     warn = b"gpu1:5:6 [0] misc/socket.cc:49 NCCL WARN socketProgress: failed\n"
     cache.cached_rules(ROOT / "rules", tmp_path / "c")  # a miss: loads and writes
     cached = cache.cached_rules(ROOT / "rules", tmp_path / "c")  # read back from the pickle
