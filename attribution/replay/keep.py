@@ -66,9 +66,9 @@ def pack_errorlike(ruleset: RuleSet) -> Prefilter:
 
 
 def errorlike_filter(rules_dir: Path | str | None = None) -> Prefilter:
-    from attribution.rulepack.errorlines import error_line_patterns
+    from attribution.rulepack.errorlines import error_line_patterns, informational_line_patterns
 
-    return Prefilter(error_line_patterns(rules_dir))
+    return Prefilter(error_line_patterns(rules_dir), informational_line_patterns(rules_dir))
 
 
 def bundle_files(bundle: Path, ctx: ExecutionContext) -> list[tuple[str, str | None, str, Path]]:

@@ -20,8 +20,8 @@ import re2
 from attribution.errors import Problem
 from attribution.rulepack.prefilter import compile_re2, scan_pattern, search_set
 from attribution.rulepack.values import (CatalogEntry, Catalog, CausalGraph, Condition, DrainPolicy, Edge, Example,
-                                         JobStates, KindSpec, MetricRule, Redaction, RedactionExample, Redactions,
-                                         Rule, Selector, StateDecision, Variant, matcher_patterns)
+                                         IgnoreRule, JobStates, KindSpec, MetricRule, Redaction, RedactionExample,
+                                         Redactions, Rule, Selector, StateDecision, Variant, matcher_patterns)
 from attribution.rulepack.yamlload import Document
 
 
@@ -34,6 +34,7 @@ class Building:
     kinds: dict[str, KindSpec] = field(default_factory=dict)
     catalogs: dict[str, Catalog] = field(default_factory=dict)
     rules: list[Rule] = field(default_factory=list)
+    ignores: list[IgnoreRule] = field(default_factory=list)
     rule_ids: dict[str, str] = field(default_factory=dict)  # id -> where it was first defined
     graph: CausalGraph = field(default_factory=lambda: CausalGraph(edges=()))
     job_states: JobStates = field(default_factory=lambda: JobStates(
@@ -165,10 +166,7 @@ def build_rules(b: Building, docs: list[Document]) -> None:
             if not b.claim_id(doc, rid, path):
                 continue
             pattern = r["pattern"]
-            if not _only_leading_anchor(pattern):
-                b.add(doc, path + ["pattern"], "'^' may only anchor the start of a pattern (it matches the start "
-                                               "of the message, after the prefix)")
-            rx = b.regex(doc, pattern, path + ["pattern"])
+            rx = _message_regex(b, doc, pattern, path)
             pre = r.get("prefilter") or scan_pattern(pattern)
             b.regex(doc, pre, path + ["prefilter" if "prefilter" in r else "pattern"])
             if "kind" in r:
@@ -179,12 +177,8 @@ def build_rules(b: Building, docs: list[Document]) -> None:
                 b.need_kind(doc, k, path + ["unless_kinds"])
             if rx is not None and "catalog" in r and "code" not in rx.groupindex and "code" not in r:
                 b.add(doc, path + ["pattern"], "a catalog rule must capture (?P<code>...)")
-            examples = tuple(Example(line=ex["line"], source=ex.get("source", r["source"]),
-                                     expect=MappingProxyType(dict(ex.get("expect") or {})), ref=ex.get("ref"))
-                             for ex in r["examples"]["match"])
-            sources = (r["source"],) + tuple(s for s in r.get("also_sources", []) if s != r["source"])
             b.rules.append(Rule(
-                id=rid, source=r["source"], sources=sources, pattern=pattern, regex=rx, prefilter=pre,
+                id=rid, source=r["source"], sources=_sources(r), pattern=pattern, regex=rx, prefilter=pre,
                 hook_filter=tuple(r.get("hook_filter", ())),
                 kind=r.get("kind"), catalog=r.get("catalog"), code=r.get("code"), role=r.get("role"),
                 action=r.get("action"), severity=r.get("severity"),
@@ -192,8 +186,41 @@ def build_rules(b: Building, docs: list[Document]) -> None:
                 unless_kinds=frozenset(r.get("unless_kinds", [])),
                 unless_flags=frozenset(r.get("unless_flags", [])),
                 set_fields=tuple(sorted((r.get("set_fields") or {}).items())),
-                examples=examples, no_match=tuple(r["examples"].get("no_match", [])),
+                examples=_examples(r), no_match=tuple(r["examples"].get("no_match", [])),
                 path=doc.shown, line=doc.line(path)))
+        for i, r in enumerate(doc.data.get("ignore", [])):
+            _build_ignore(b, doc, r, ["ignore", i])
+
+
+def _message_regex(b: Building, doc: Document, pattern: str, path: list):
+    """A rule's or ignore entry's pattern compiled (None and a problem when RE2 refuses it); a problem when '^'
+    anchors anything but its start."""
+    if not _only_leading_anchor(pattern):
+        b.add(doc, path + ["pattern"], "'^' may only anchor the start of a pattern (it matches the start "
+                                       "of the message, after the prefix)")
+    return b.regex(doc, pattern, path + ["pattern"])
+
+
+def _sources(r: dict) -> tuple[str, ...]:
+    return (r["source"],) + tuple(s for s in r.get("also_sources", []) if s != r["source"])
+
+
+def _examples(r: dict) -> tuple[Example, ...]:
+    return tuple(Example(line=ex["line"], source=ex.get("source", r["source"]),
+                         expect=MappingProxyType(dict(ex.get("expect") or {})), ref=ex.get("ref"))
+                 for ex in r["examples"]["match"])
+
+
+def _build_ignore(b: Building, doc: Document, r: dict, path: list) -> None:
+    """An `ignore:` entry: a pattern of lines that mean nothing, with its examples (rulepack.check runs them)."""
+    if not b.claim_id(doc, r["id"], path):
+        return
+    rx = _message_regex(b, doc, r["pattern"], path)
+    if rx is not None:
+        b.ignores.append(IgnoreRule(id=r["id"], source=r["source"], sources=_sources(r), pattern=r["pattern"],
+                                    regex=rx, description=r["description"], examples=_examples(r),
+                                    no_match=tuple(r["examples"]["no_match"]), path=doc.shown,
+                                    line=doc.line(path)))
 
 
 def _selector(d: dict) -> Selector:

@@ -208,7 +208,8 @@ class _Pickler(pickle.Pickler):
         if isinstance(obj, re2._Regexp):  # noqa: SLF001 (google-re2's compiled pattern type)
             return LazyRegex, (obj.pattern,)
         if isinstance(obj, Prefilter):
-            return _prefilter, (obj.patterns, obj.pattern, _hs_bytes(obj), dict(obj._extended))  # noqa: SLF001
+            return _prefilter, (obj.patterns, obj.pattern, _hs_bytes(obj),
+                                dict(obj._extended), obj.unless)  # noqa: SLF001
         if type(obj) is Redactions:  # its RE2 set as its patterns (built again on first use)
             return _redactions, (obj.patterns,)
         if isinstance(obj, LazySet):
@@ -282,7 +283,7 @@ def _proxy(d: dict) -> MappingProxyType:
     return MappingProxyType(d)
 
 
-def _prefilter(patterns, pattern: str, hs: bytes | None, extended: dict | None = None):
+def _prefilter(patterns, pattern: str, hs: bytes | None, extended: dict | None = None, unless=None):
     from attribution.rulepack.prefilter import Prefilter
 
     pf = Prefilter.__new__(Prefilter)
@@ -293,6 +294,7 @@ def _prefilter(patterns, pattern: str, hs: bytes | None, extended: dict | None =
     pf._hs_tried = False  # noqa: SLF001
     pf._extended = dict(extended or {})  # noqa: SLF001
     pf._hs_blob = hs  # noqa: SLF001  (loaded on first use: a node reads one or two of the sources)
+    pf.unless = unless
     return pf
 
 

@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 from attribution.errors import Problem, RulePackError
 from attribution.rulepack.builders import BUILDERS, Building
-from attribution.rulepack.errorlines import error_line_patterns
+from attribution.rulepack.errorlines import error_line_patterns, informational_line_patterns
 from attribution.rulepack.prefilter import Prefilter, compile_re2, search_set
 from attribution.rulepack.values import Rule, RuleSet
 from attribution.rulepack.yamlload import FILE_TYPES, SCHEMA_DIR_NAME, pack_files, read_pack
@@ -54,4 +54,5 @@ def load_rules(directory: Path | str | None = None) -> RuleSet:
         _by_source=MappingProxyType({k: tuple(v) for k, v in by_source.items()}),
         _sets=MappingProxyType({k: search_set(r.pattern for r in v) for k, v in by_source.items()}),
         _prefilters=MappingProxyType({k: Prefilter(r.prefilter for r in v) for k, v in by_source.items()}),
-        errorlike=Prefilter(error_line_patterns(root)))
+        errorlike=Prefilter(error_line_patterns(root), informational_line_patterns(root)),
+        ignores=tuple(b.ignores))

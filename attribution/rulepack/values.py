@@ -75,14 +75,19 @@ class Example(Value):
     ref: str | None = None
 
 
-class Rule(Value):
-    """One extraction rule: where it applies, its pattern, the event it makes, its examples."""
+class LinePattern(Value):
+    """What a rule and an ignore entry share: an id, the sources it applies to, its message pattern compiled."""
 
     id: str
     source: str
     sources: tuple[str, ...]
     pattern: str
     regex: Any
+
+
+class Rule(LinePattern):
+    """One extraction rule: where it applies, its pattern, the event it makes, its examples."""
+
     prefilter: str
     hook_filter: tuple[str, ...]
     kind: str | None
@@ -95,6 +100,17 @@ class Rule(Value):
     unless_kinds: frozenset[str]
     unless_flags: frozenset[str]
     set_fields: tuple[tuple[str, str], ...]
+    examples: tuple[Example, ...]
+    no_match: tuple[str, ...]
+    path: str
+    line: int
+
+
+class IgnoreRule(LinePattern):
+    """A line a person looked at and found to mean nothing (advice printed after an error, a header whose
+    message is on the next line): it makes no event, and `rules suggest` does not offer it as a rule to write."""
+
+    description: str
     examples: tuple[Example, ...]
     no_match: tuple[str, ...]
     path: str
@@ -292,6 +308,12 @@ class RuleSet(Value):
     #: The error-looking lines' filter (replay/error-lines.txt: what is kept for replay besides the prefilter
     #: hits), built with the pack so that the node agent's cache holds it compiled. None: build it on use.
     errorlike: Prefilter | None = None
+    #: Lines deliberately left without an event (`ignore:` of a rules file).
+    ignores: tuple[IgnoreRule, ...] = ()
+
+    def ignoring(self, source: str, text: str) -> list[IgnoreRule]:
+        """The ignore entries of `source` whose pattern matches `text` (the message after the line's prefix)."""
+        return [r for r in self.ignores if source in r.sources and r.regex.search(text)]
 
     def rules_for(self, source: str) -> tuple[Rule, ...]:
         return self._by_source.get(source, ())
