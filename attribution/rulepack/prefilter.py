@@ -51,7 +51,7 @@ class Prefilter:
     windows without any, which at realistic fault rates is nearly all of a log.
     """
 
-    __slots__ = ("_rx", "pattern", "patterns", "_hs", "_hs_tried", "_extended", "_hs_blob", "unless")
+    __slots__ = ("_rx", "pattern", "patterns", "_hs", "_hs_tried", "_extended", "_hs_blob", "unless", "_local")
 
     WINDOW = 64 << 10
 
@@ -120,11 +120,25 @@ class Prefilter:
             pos = end
         return out
 
+    def _scratch(self):
+        """This thread's Hyperscan scratch space: a scan needs one no other scan uses at the same time (the service
+        parses reports in several threads), so each thread clones the database's own once."""
+        try:
+            local = self._local
+        except AttributeError:  # made without __init__ (a cached pack): the first scan makes it
+            import threading
+
+            local = self._local = threading.local()
+        scratch = getattr(local, "scratch", None)
+        if scratch is None:
+            scratch = local.scratch = self._hs.scratch.clone()
+        return scratch
+
     def _any(self, window) -> bool:
         import hyperscan
 
         try:
-            self._hs.scan(window, match_event_handler=_stop)
+            self._hs.scan(window, match_event_handler=_stop, scratch=self._scratch())
         except hyperscan.ScanTerminated:
             return True
         except TypeError:

@@ -120,3 +120,18 @@ def test_the_cached_pack_keeps_the_error_looking_filters_informational_levels(tm
     assert cached.errorlike.unless is not None
     assert cached.errorlike.find(info) == []
     assert _lines(warn, cached.errorlike.find(warn)) == {0}
+
+
+def test_threads_scanning_with_one_prefilter_at_once_each_get_every_hit(ruleset):
+    """The service parses reports in several threads with the pack's one prefilter per source: Hyperscan's scratch
+    space is per scan, so each thread has its own (a shared one fails with ScratchInUseError)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pf = ruleset.prefilter("kernel")
+    line = b"NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python3, GPU has fallen off the bus.\n"
+    block = (b"usb 1-1: quiet\n" * 200 + line) * 200
+    want = pf.find(block)
+    assert len(want) == 200
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: pf.find(block), range(64)))
+    assert all(g == want for g in got)
