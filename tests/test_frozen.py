@@ -115,8 +115,9 @@ def test_pickle_and_copy_rebuild_through_the_constructor():
 def test_the_node_path_imports_no_dataclasses_inspect_or_ast():
     """#16 target 2: the generated methods' `exec`s and the modules dataclasses needs for them are gone from
     every failed job's epilog."""
-    probe = ("import sys, attribution.node.agent, attribution.node.epilog, attribution.collect.telemetry, "
-             "attribution.extract.counters, attribution.node.service_client, attribution.rulepack.cache; "
+    probe = ("import sys, attribution.node.agent, attribution.node.logs, attribution.node.post, "
+             "attribution.node.document, attribution.node.snapshots, attribution.node.hookenv, "
+             "attribution.node.spool, attribution.node.textfile; "
              "print(sorted(m for m in ('dataclasses', 'inspect', 'ast', 'dis') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr

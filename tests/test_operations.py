@@ -129,12 +129,11 @@ def metered_service(pg_server, pg_template, tmp_path_factory):
 
 
 def _report_of(bundle: Path) -> dict:
-    from attribution.node.epilog import payload
-    from attribution.pipeline.diagnose import diagnose_bundle
+    """The controller's observation document of the bundle's job (tests/harness/documents.py)."""
     from attribution.rulepack.load import load_rules
+    from tests.harness.documents import controller_document
 
-    d = diagnose_bundle(load_rules(ROOT / "rules"), bundle)
-    return payload(d.context, list(d.events), list(d.coverage), "controller")
+    return controller_document(load_rules(ROOT / "rules"), bundle)
 
 
 def test_metrics_add_up_every_workers_requests_and_reports(metered_service):

@@ -50,28 +50,68 @@ def add_report_routes(app: FastAPI, svc: Service) -> None:
         wait_until = time.monotonic() + svc.settings.request_timeout_seconds
         key = (report.context.cluster, report.context.job_id)
         async with svc.jobs.hold(key, svc.settings.request_timeout_seconds):
-            return await svc.db.run(ingest, report, lambda: not svc.jobs.behind(key),
-                                    wait_seconds=wait_until - time.monotonic())
+            out, pending = await svc.db.run(ingest, report, lambda: not svc.jobs.behind(key) and
+                                            svc.settle.may_attribute(key), wait_seconds=wait_until - time.monotonic())
+        if pending is not None:
+            defer(key, *pending)
+        return out
 
-    def ingest(report: Report, last_in_line) -> IngestOut:
+    def defer(key, ctx, job) -> None:
+        """The attribution a settled report left for later: once, at the end of the job's settle interval."""
+        import asyncio
+
+        delay = svc.settle.delay(key)
+        if delay is None:
+            return
+
+        async def later():
+            from attribution.pipeline.ingest import attribute_pending
+
+            try:
+                await asyncio.sleep(delay)
+                svc.settle.done(key)
+                async with svc.jobs.hold(key, svc.settings.request_timeout_seconds):
+                    done = await svc.db.run(attribute_pending, svc.ruleset, svc.engine, ctx, job,
+                                            time.monotonic() + svc.settings.request_timeout_seconds)
+                svc.settle.attributed(key)
+                if svc.metrics is not None and done is not None:
+                    svc.metrics.verdicts.labels(done[2].outcome).inc()
+            except Exception:  # the job stays pending: the next report or the attribute-pending timer takes it
+                svc.settle.done(key)
+                import logging
+
+                logging.getLogger("attribution.api").warning("deferred attribution of %s/%s failed", *key,
+                                                             exc_info=True)
+
+        asyncio.get_running_loop().create_task(later())
+
+    def ingest(report: Report, may_attribute):
         """Stores the report; attributes the job only when no other report of it waits behind this one in this
         worker (the last of a burst attributes everything stored: 512 node reports cost a few attributions, not
-        512). One waiting behind that gives up (503 after the timeout) leaves the job pending: the next report,
-        or the `attribution db attribute-pending` timer, attributes it."""
+        512) and this worker did not attribute it within the settle interval (api.settle: then one attribution is
+        deferred to its end). One waiting behind that gives up (503 after the timeout) leaves the job pending:
+        the next report, or the `attribution db attribute-pending` timer, attributes it. (the answer, and
+        (context, job) of a deferred attribution or None)."""
         started = time.monotonic()
         deadline = started + svc.settings.request_timeout_seconds
-        result, verdict = ingest_report(svc.ruleset, svc.engine, report, deadline=deadline,
-                                        attribute=last_in_line())
+        key = (report.context.cluster, report.context.job_id)
+        behind = svc.jobs.behind(key)
+        attribute = may_attribute()
+        result, verdict = ingest_report(svc.ruleset, svc.engine, report, deadline=deadline, attribute=attribute)
+        if attribute:
+            svc.settle.attributed(key)
         if svc.metrics is not None:
             svc.metrics.reports.labels(report.source).inc()
             svc.metrics.attribution_seconds.observe(time.monotonic() - started)
             if verdict is not None:
                 svc.metrics.verdicts.labels(verdict.outcome).inc()
         job = result.job
-        return IngestOut(job=JobRefOut(cluster=job.cluster, job_id=job.job_id, start=format_utc(job.start)),
-                         new_events=result.new_events, linked_events=result.linked_events,
-                         verdict_id=result.verdict_id, verdict_changed=result.verdict_changed,
-                         outcome=verdict.outcome if verdict else None)
+        out = IngestOut(job=JobRefOut(cluster=job.cluster, job_id=job.job_id, start=format_utc(job.start)),
+                        new_events=result.new_events, linked_events=result.linked_events,
+                        verdict_id=result.verdict_id, verdict_changed=result.verdict_changed,
+                        outcome=verdict.outcome if verdict else None)
+        # settled, with nobody behind it to attribute: one attribution at the end of the interval
+        return out, ((report.context, job) if not attribute and not behind else None)
 
     @app.post("/v1/observations", response_model=IngestOut, dependencies=reporter, tags=["report"],
               openapi_extra={**policy("report"), **request_body(ObservationDocument)}, responses=ERROR_RESPONSES,

@@ -3,7 +3,7 @@ blocking work. Built by `build_service` from Settings; nothing here is global.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 
@@ -13,6 +13,7 @@ from attribution.api.auth import TokenTable
 from attribution.api.blocking import Lane
 from attribution.api.jobgate import JobGate
 from attribution.api.metrics import ServiceMetrics
+from attribution.api.settle import Settle
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Service:
     parse: Lane  # decoding and validating JSON request bodies (api.bodies)
     jobs: JobGate  # one report per job at a time in this process
     metrics: ServiceMetrics | None = None  # GET /metrics (api.metrics); None: not counted
+    settle: Settle = field(default_factory=lambda: Settle(0.0))  # a job's verdict at most once per settle interval
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -50,4 +52,5 @@ def build_service(settings: Settings, ruleset: RuleSet, tokens: TokenTable) -> S
         parse=Lane("body parsing", svc.db_pool_size, svc.request_timeout_seconds),
         jobs=JobGate(),
         metrics=ServiceMetrics.create(),
+        settle=Settle(svc.settle_seconds),
     )

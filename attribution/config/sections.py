@@ -332,7 +332,11 @@ class ServiceSettings:
     max_upload_bytes: Whole = 64 * 1024 * 1024  # an incident bundle posted to /v1/diagnose (tar.gz, as sent)
     max_bundle_bytes: Whole = 512 * 1024 * 1024  # that bundle unpacked
     max_bundle_files: Whole = 10000  # members of that bundle
-    max_events: Whole = 200000  # events in one observation batch
+    max_events: Whole = 200000  # observation records in one report (a controller's)
+    #: while a job's reports keep arriving, its verdict is computed at most once per this many seconds per worker
+    #: (the pieces in between are stored and the job left pending; one attribution after the last of them); 0:
+    #: every report re-attributes its job
+    settle_seconds: Annotated[float, BeforeValidator(_number)] = 2.0
     body_timeout_seconds: Seconds = 60.0  # to receive a whole request body
     request_timeout_seconds: Seconds = 30.0  # to wait for a database connection and to ingest one batch
     db_pool_size: Whole = 8  # database connections per worker process (also its concurrent ingests)

@@ -1,4 +1,5 @@
-"""A job's verdicts in the store: a new one only when it differs from the current one, the roles of the
+"""A job's verdicts in the store: a new one only when its decision differs from the current one's (the current one's
+detail refined in place otherwise), the roles of the
 job's events in it (arrays on the verdict: its causes' and its symptoms' event ids), and the failed_roots rollups (failed jobs by infrastructure root cause, per week and over all
 weeks: failed_root_series)."""
 
@@ -27,14 +28,18 @@ class JobVerdicts:
 
     def save_verdict(self, verdict: Verdict, document: dict,
                      ids: dict[tuple, int] | None = None) -> tuple[int, bool]:
-        """Add the verdict unless it is the same as the current one, with the roles of the job's events in it
-        (`ids`: the job's event ids by (rule, location, kind, line), as JobEvents.stored_events gives them; read
-        when not given). Returns (current verdict id, changed)."""
+        """Add the verdict as a new row when its decision (outcome, confidence, action, root cause, culprits)
+        differs from the current one's; when only its detail differs (more symptoms and coverage from a later
+        piece), bring the current row's document and roles up to date instead (refine_current_verdict, 0023); the
+        same document: nothing. `ids`: the job's event ids by (rule, location, kind, line), as
+        JobEvents.stored_events gives them; read when not given. Returns (current verdict id, whether the
+        decision changed)."""
         doc = json.dumps(document, sort_keys=True, default=str)  # jsonb keeps no key order: one text for both
         digest = hashlib.sha256(doc.encode()).hexdigest()  # verdict_digest(document)
         cur = self.conn.execute(text(
             "SELECT v.id, v.input_digest, v.outcome, v.root_node, v.root_gpu, v.root_kind, v.root_code, "
-            "coalesce(v.root_time, j.end_time, j.start_time) FROM attribution.jobs j JOIN attribution.verdicts v "
+            "coalesce(v.root_time, j.end_time, j.start_time), v.confidence, v.action, v.root_time, v.culprit_nodes, "
+            "v.culprit_evidence FROM attribution.jobs j JOIN attribution.verdicts v "
             "ON v.job_id = j.job_id AND v.id = j.current_verdict_id WHERE j.job_id = :jid AND j.id = :id"),
             self._key()).first()
         if cur is not None and cur[1] == digest:
@@ -44,6 +49,21 @@ class JobVerdicts:
             ids = self.stored_events()[1]
         causes, symptoms, explained = _roles(verdict, ids)
         root_id = ids.get((root.rule, root.location, root.kind, root.line)) if root else None
+        culprits = [n for n, _ in verdict.culprits]
+        evidence = [verdict.evidence_of_culprit(i) for i in range(len(verdict.culprits))]
+        decision = (verdict.outcome, verdict.confidence, verdict.action, root.kind if root else None,
+                    root.code if root else None, root.node if root else None, root.gpu if root else None,
+                    root.time if root else None, culprits, evidence)
+        if cur is not None and (cur[2], cur[8], cur[9], cur[5], cur[6], cur[3], cur[4], cur[10], list(cur[11]),
+                                list(cur[12])) == decision:
+            refined = self.conn.execute(text(
+                "SELECT attribution.refine_current_verdict(:jid, :job, :v, CAST(:doc AS jsonb), :dg, :ex, :rv, "
+                ":rid, :causes, :symptoms, :explained)"),
+                {"jid": self.job.job_id, "job": self.job.id, "v": cur[0], "doc": doc, "dg": digest,
+                 "ex": verdict.explanation, "rv": verdict.rules_version, "rid": root_id, "causes": causes,
+                 "symptoms": symptoms, "explained": explained}).scalar()
+            if refined:
+                return cur[0], False
         vid = self.conn.execute(text(
             "INSERT INTO attribution.verdicts (job_id, job_ref, outcome, confidence, action, root_event_id, "
             "root_kind, root_code, root_node, root_gpu, root_time, culprit_nodes, culprit_evidence, explanation, "
@@ -54,13 +74,12 @@ class JobVerdicts:
              "a": verdict.action,
              "rid": root_id, "rk": root.kind if root else None, "rc": root.code if root else None,
              "rn": root.node if root else None, "rg": root.gpu if root else None,
-             "rt": root.time if root else None, "cul": [n for n, _ in verdict.culprits],
-             "cev": [verdict.evidence_of_culprit(i) for i in range(len(verdict.culprits))],
+             "rt": root.time if root else None, "cul": culprits, "cev": evidence,
              "ex": verdict.explanation, "rv": verdict.rules_version, "dg": digest, "doc": doc,
              "causes": causes, "symptoms": symptoms, "explained": explained}).scalar_one()
         self.conn.execute(text("UPDATE attribution.jobs SET current_verdict_id = :v, current_outcome = :o, updated_at = now() "
                                "WHERE job_id = :jid AND id = :id"), self._key(v=vid, o=verdict.outcome))
-        old_key = _root_key(self.ctx.cluster, *cur[2:]) if cur is not None else None
+        old_key = _root_key(self.ctx.cluster, *cur[2:8]) if cur is not None else None
         new_key = None
         if root is not None:
             placed = root.time or self.ctx.end or self.job.start

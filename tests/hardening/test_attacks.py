@@ -18,7 +18,6 @@ import pytest
 from sqlalchemy import text
 
 from attribution.node import spool
-from attribution.node.epilog import payload, replay
 from attribution.scope.bundle import parse_context
 
 from tests.conftest import ROOT
@@ -36,20 +35,21 @@ def _ctx(cluster="hard", job_id="77", nodes=("n1",)):
 # -- M1: a spool file with non-UTF-8 fields -----------------------------------------------------------------------
 
 
-def _m1_spool(ruleset, d: Path) -> None:
-    from attribution.rulepack.check import events_for_line
+def _doc(job_id: str, cluster: str = "hard", origin: str = "/var/log/kern.log") -> dict:
+    """A node's observation document of one failed job with one kernel line kept."""
+    return {"format": "attribution.observations/1", "reporter": {"role": "node", "name": "n1"}, "cluster": cluster,
+            "slurm": {"SLURM_JOB_ID": job_id, "SLURMD_NODENAME": "n1", "SLURM_NODELIST": "n1",
+                      "SLURM_JOB_EXIT_CODE2": "1:0", "SLURM_JOB_START_TIME": str(int(NOW.timestamp()) - 3600),
+                      "SLURM_JOB_END_TIME": str(int(NOW.timestamp()))},
+            "times": {"now": NOW.timestamp()},
+            "logs": [{"source": "kernel", "origin": origin, "status": "ok", "lines": 1, "bytes": 60,
+                      "blocks": [[1, ["usb 1-1: USB disconnect, device number 2"]]]}]}
 
-    ev = events_for_line(ruleset, "job", "srun: error: n1: task 0: Exited with exit code 1")[0]
-    good = payload(_ctx(job_id="1"), [ev], [], "node")
-    bad_path = json.loads(json.dumps(good))
-    bad_path["context"]["job_id"] = "2"
-    bad_path["events"][0]["location"] = "job/slurm-\udcff\udcfe.out:1"  # a job path that is not UTF-8
-    bad_node = json.loads(json.dumps(good))
-    bad_node["context"]["job_id"] = "3"
-    bad_node["context"]["cluster"] = "h\udce9rd"
-    late = json.loads(json.dumps(good))
-    late["context"]["job_id"] = "4"
-    for p in (bad_path, bad_node, good, late):
+
+def _m1_spool(d: Path) -> None:
+    bad_path = _doc("2", origin="/var/log/kern-\udcff\udcfe.log")  # a path that is not UTF-8
+    bad_node = _doc("3", cluster="h\udce9rd")
+    for p in (bad_path, bad_node, _doc("1"), _doc("4")):
         spool.write(d, p)
 
 
@@ -61,30 +61,31 @@ def _m1_flushed(d: Path, res) -> None:
 
 
 def test_m1_spool_file_with_non_utf8_fields_goes_to_bad_and_the_flush_goes_on(ruleset, store, tmp_path):
+    """The controller's spool, delivered into the database through the one intake."""
+    from attribution.pipeline.intake import decode_document, ingest_document
+
     d = tmp_path / "spool"
-    _m1_spool(ruleset, d)
-    _m1_flushed(d, spool.flush(d, lambda data: replay(ruleset, store, data)))
+    _m1_spool(d)
+    _m1_flushed(d, spool.flush(d, lambda data: ingest_document(ruleset, store, decode_document(data))))
     with store.connect() as c:
         assert sorted(c.execute(text("SELECT job_id FROM attribution.jobs")).scalars()) == ["1", "4"]
 
 
-def test_m1_the_same_when_the_node_flushes_to_the_service(ruleset, tmp_path):
-    """The node agent's other target (`attribution-node spool flush` with service_url): the spool itself
-    refuses such a payload, so it never reaches the service client (whose JSON could not carry it either)."""
-    from attribution.node.epilog import replay_to_service
-
+def test_m1_the_same_when_the_node_flushes_to_the_service(tmp_path):
+    """The node collector's flush: the spool itself refuses such a document, so it never reaches the client
+    (whose JSON could not carry it either)."""
     class Client:
         def __init__(self):
             self.jobs = []
 
-        def post_observations(self, data, deadline=None):
+        def post(self, data, deadline=None):
             json.dumps(data, ensure_ascii=False).encode("utf-8")  # what a UTF-8 wire needs
-            self.jobs.append(data["context"]["job_id"])
+            self.jobs.append(data["slurm"]["SLURM_JOB_ID"])
 
     d = tmp_path / "spool"
-    _m1_spool(ruleset, d)
+    _m1_spool(d)
     client = Client()
-    _m1_flushed(d, spool.flush(d, lambda data: replay_to_service(client, data)))
+    _m1_flushed(d, spool.flush(d, client.post))
     assert client.jobs == ["1", "4"]
 
 
@@ -316,9 +317,10 @@ def test_l3_node_log_that_is_a_special_file_is_a_coverage_gap(tmp_path, name, ki
 # -- L4: the controller hook on StdOut=/dev/zero and non-UTF-8 scontrol output ------------------------------------
 
 
-@pytest.mark.parametrize("entry", ["attribution", "attribution-node"])
-def test_l4_stdout_dev_zero_and_non_utf8_scontrol_output_keep_the_report(tmp_path, pg_url, entry):
-    """Through the command line's `attribution epilog` and the thin node agent alike."""
+def test_l4_stdout_dev_zero_and_non_utf8_scontrol_output_keep_the_report(tmp_path, pg_url):
+    """The controller's `attribution epilog` (the full command: the node collector does not do the controller's
+    part)."""
+    entry = "attribution"
     from sqlalchemy import create_engine
 
     info = tmp_path / "scontrol.txt"
@@ -365,7 +367,7 @@ def test_l4_a_huge_regular_job_output_is_read_only_at_its_end(tmp_path, pg_url):
     env = {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "9131", "SLURM_JOB_EXIT_CODE": "256",
            "SLURM_SCRIPT_CONTEXT": "epilog_slurmctld", "SLURM_CLUSTER_NAME": "hard", "SLURM_JOB_NODELIST": "n1",
            "SLURM_JOB_USER": "mallory", "ATTRIBUTION_CONFIG": str(config), "ATTRIBUTION_HOME": str(tmp_path / "h")}
-    r = subprocess.run([str(Path(sys.executable).parent / "attribution-node"), "epilog", "--budget", "20",
+    r = subprocess.run([str(Path(sys.executable).parent / "attribution"), "epilog", "--budget", "20",
                         "--scontrol-output", str(info)], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "stored" in r.stdout and "error" not in r.stderr, r.stdout + r.stderr
     engine = create_engine(pg_url)

@@ -1,9 +1,11 @@
 """Database trouble: a server that restarts in the middle of ingests, refuses connections, or hangs (a TCP
-blackhole; a lock held by another session) is retried with bounded backoff or the observation is spooled; nothing
-is lost (after the database returns, `attribution spool flush` stores everything once) and the hook's budget holds.
+blackhole; a lock held by another session) is retried with bounded backoff or the report is spooled; nothing is
+lost (after the database returns, `attribution spool flush` stores everything once) and the hook's budget holds.
 
-The hooks are run without Slurm, as Slurm runs them: `attribution epilog` (or hooks/epilog) with the epilog's
-environment and a kernel log file (hooks/README.md "Try it on one node").
+The one hook that writes to the database is the controller's (compute nodes report to the service: nodes have no
+database credentials). It is run without Slurm, as Slurm runs it: `attribution epilog` (or hooks/epilog-slurmctld)
+with the controller epilog's environment and `scontrol show job` of a failed job (tests/harness/hooknode.py
+Controller).
 """
 
 from __future__ import annotations
@@ -21,14 +23,15 @@ from sqlalchemy.engine import make_url
 import attribution.store as store_pkg
 from attribution.node import spool
 from attribution.config import DatabaseSettings, Settings
-from attribution.node.epilog import HookReport, replay, store_or_spool
 from attribution.fleetgen import history, write_bundle
-from attribution.pipeline.diagnose import diagnose_bundle
+from attribution.pipeline.controller import deliver
+from attribution.pipeline.intake import decode_document, ingest_document, piece_of
 from attribution.pipeline.ingest import ingest
 from attribution.store.db import Target, make_engine
 
-from tests.conftest import INCIDENTS
-from tests.harness.hooknode import BUDGET, Node, Proxy, run_hook, url_via
+from tests.conftest import INCIDENTS, ROOT
+from tests.harness.documents import documents
+from tests.harness.hooknode import BIN, BUDGET, Controller, Proxy, drop_safe_dir, safe_dir, url_via
 from tests.harness.storecheck import check_consistent, snapshot
 
 pytestmark = pytest.mark.slow  # a database that refuses, hangs or restarts, against real time budgets
@@ -58,21 +61,21 @@ def _stored(engine, job_id: str) -> tuple[int, int, str | None]:
             {"j": job_id}).first()
 
 
-def _spooled_then_flushed_once(node: Node, engine, pg_url: str) -> None:
+def _spooled_then_flushed_once(node: Controller, engine, pg_url: str, extra_config: str = "") -> None:
     assert len(node.spooled()) == 1
     assert _stored(engine, node.job_id)[0] == 0
-    node.set_url(pg_url)
+    node.set_url(pg_url, extra_config)
     r = node.flush()
-    assert r.returncode == 0 and "replayed 1," in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "delivered 1," in r.stdout, r.stdout + r.stderr
     assert _stored(engine, node.job_id) == (1, 1, "gpu_hardware")
-    assert "nothing to replay" in node.flush().stdout
+    assert "nothing to deliver" in node.flush().stdout
     assert _stored(engine, node.job_id) == (1, 1, "gpu_hardware")
 
 
 @pytest.mark.slow
 def test_refused_connections_spool_within_the_budget_then_flush_stores_once(tmp_path, pg_url, proxy):
     engine = create_engine(pg_url)
-    node = Node(tmp_path / "n1", url_via(pg_url, proxy.port), "9101")  # nothing listens there
+    node = Controller(tmp_path / "n1", url_via(pg_url, proxy.port), "9101")  # nothing listens there
     took, r = node.epilog()
     print(f"\nrefused: `attribution epilog` took {took:.2f} s of its {BUDGET} s budget: {r.stdout.strip()}")
     assert r.returncode == 0 and "spooled to" in r.stdout and "Connection refused" in r.stdout, r.stdout + r.stderr
@@ -84,7 +87,7 @@ def test_refused_connections_spool_within_the_budget_then_flush_stores_once(tmp_
 def test_a_blackhole_that_accepts_and_never_answers_spools_within_the_budget(tmp_path, pg_url, proxy):
     engine = create_engine(pg_url)
     proxy.set("blackhole")
-    node = Node(tmp_path / "n1", url_via(pg_url, proxy.port), "9102")
+    node = Controller(tmp_path / "n1", url_via(pg_url, proxy.port), "9102")
     took, r = node.epilog()
     print(f"\nblackhole: `attribution epilog` took {took:.2f} s of its {BUDGET} s budget: {r.stdout.strip()}")
     assert r.returncode == 0 and "spooled to" in r.stdout and "timeout" in r.stdout, r.stdout + r.stderr
@@ -92,9 +95,9 @@ def test_a_blackhole_that_accepts_and_never_answers_spools_within_the_budget(tmp
     proxy.set("forward")  # the database is back, behind the same address
     node.set_url(url_via(pg_url, proxy.port))
     r = node.flush()
-    assert r.returncode == 0 and "replayed 1," in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "delivered 1," in r.stdout, r.stdout + r.stderr
     assert _stored(engine, node.job_id) == (1, 1, "gpu_hardware")
-    assert "nothing to replay" in node.flush().stdout and _stored(engine, node.job_id)[1] == 1
+    assert "nothing to deliver" in node.flush().stdout and _stored(engine, node.job_id)[1] == 1
     engine.dispose()
     _within_budget(took, "blackhole")
 
@@ -120,7 +123,7 @@ LOCKS = {
 def test_a_lock_held_by_another_session_times_out_and_spools_within_the_budget(tmp_path, pg_url, what):
     engine = create_engine(pg_url)
     job = str(9103 + sorted(LOCKS).index(what))
-    node = Node(tmp_path / "n1", pg_url, job)
+    node = Controller(tmp_path / "n1", pg_url, job)
     with _holding(pg_url, LOCKS[what].format(job=job)):
         took, r = node.epilog()
     print(f"\nlock held ({what}): `attribution epilog` took {took:.2f} s of its {BUDGET} s budget: "
@@ -134,15 +137,31 @@ def test_a_lock_held_by_another_session_times_out_and_spools_within_the_budget(t
 def test_a_lock_wait_longer_than_half_the_budget_is_not_lost(tmp_path, pg_url):
     """Budget 12 s, lock_timeout 6.5 s (both operator settings), another session holding the job's lock: attempt 1
     times out at start-up + 6.5 s; the retry must not run a whole lock timeout past the deadline (once it did, the
-    hook's `timeout 12` killed `attribution epilog` and nothing was stored or spooled)."""
+    hook's `timeout 12` killed `attribution epilog` and nothing was stored or spooled). hooks/epilog-slurmctld as
+    slurmctld runs it."""
     job = "9110"
-    node = Node(tmp_path / "n1", pg_url, job, extra_config="  lock_timeout_ms: 6500\n")
-    with _holding(pg_url, LOCKS["job advisory lock (a hung ingest of the same job)"].format(job=job)):
-        took, r = run_hook(node, budget=12)
+    node = Controller(tmp_path / "n1", pg_url, job, extra_config="  lock_timeout_ms: 6500\n")
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(f"#!/bin/sh\ncat {node.scontrol}\n")
+    scontrol.chmod(0o755)
+    etc = safe_dir()
+    try:
+        (etc / "hook.env").write_text(f"ATTRIBUTION_CTLD_BIN={BIN}\nATTRIBUTION_BUDGET=12\n"
+                                      f"ATTRIBUTION_SCONTROL={scontrol}\nATTRIBUTION_CONFIG={node.config}\n"
+                                      f"ATTRIBUTION_LOG={node.base}/hooks.log\n")
+        env = {k: v for k, v in node.env().items() if k.startswith("SLURM")} | {"ATTRIBUTION_HOOK_ENV":
+                                                                                  str(etc / "hook.env")}
+        with _holding(pg_url, LOCKS["job advisory lock (a hung ingest of the same job)"].format(job=job)):
+            t0 = time.monotonic()
+            r = __import__("subprocess").run([str(ROOT / "hooks" / "epilog-slurmctld")], env=env,
+                                             capture_output=True, text=True, timeout=60)
+            took = time.monotonic() - t0
+    finally:
+        drop_safe_dir(etc)
     log = (node.base / "hooks.log").read_text() if (node.base / "hooks.log").exists() else ""
-    print(f"\nhooks/epilog with a 6.5 s lock timeout and a 12 s budget: {took:.2f} s; log: {log.strip()}")
+    print(f"\nhooks/epilog-slurmctld with a 6.5 s lock timeout and a 12 s budget: {took:.2f} s; log: {log.strip()}")
     assert r.returncode == 0 and took < 12
-    assert node.spooled(), f"the observation was lost: nothing spooled, nothing stored ({log.strip()})"
+    assert node.spooled(), f"the report was lost: nothing spooled, nothing stored ({log.strip()})"
 
 
 # -- the server restarts while ingests run ------------------------------------------------------------------------
@@ -150,11 +169,12 @@ def test_a_lock_wait_longer_than_half_the_budget_is_not_lost(tmp_path, pg_url):
 
 @pytest.fixture(scope="module")
 def payloads(tmp_path_factory, ruleset):
+    """Every report of a week of generated jobs and two incidents, as their reporters send them."""
     out = tmp_path_factory.mktemp("restart-bundles")
     jobs = history(weeks=1, end=datetime(2026, 6, 15, tzinfo=UTC), seed=11, jobs_per_week=12)
     paths = [write_bundle(j, out) for j in jobs]
     paths += [INCIDENTS / "04-xid74-nvlink", INCIDENTS / "01-xid79-fallen-off-bus"]
-    return [diagnose_bundle(ruleset, p) for p in paths]
+    return [doc for p in paths for doc in documents(ruleset, p)]
 
 
 def test_a_server_restart_in_the_middle_of_ingests_is_retried_or_spooled_and_nothing_is_lost(
@@ -163,8 +183,8 @@ def test_a_server_restart_in_the_middle_of_ingests_is_retried_or_spooled_and_not
         pytest.skip("needs the embedded test server (it is restarted)")
     # the reference: one clean ingest of everything
     ref_engine = create_engine(pg_url)
-    for d in payloads:
-        ingest(ruleset, ref_engine, d.context, list(d.events), list(d.coverage), "bundle")
+    for doc in payloads:
+        ingest_document(ruleset, ref_engine, decode_document(doc))
     reference = snapshot(ref_engine)
     ref_engine.dispose()
 
@@ -187,15 +207,17 @@ def test_a_server_restart_in_the_middle_of_ingests_is_retried_or_spooled_and_not
     restarted = threading.Event()
 
     def worker():
+        """What the controller's hook does with each report: spooled first, then the spool delivered."""
         rounds = 0
         while rounds < 3 or not restarted.is_set():
-            for d in payloads:
-                report = HookReport("bundle", d.context.job_id)
+            for doc in payloads:
                 t0 = time.monotonic()
-                store_or_spool(ruleset, factory, settings, d.context, list(d.events), list(d.coverage), "bundle",
-                               time.monotonic() + BUDGET, report)
-                results.append(("stored" if report.stored else "spooled" if report.spooled else "lost",
-                                time.monotonic() - t0))
+                path = spool.write(settings.spool, doc)
+                try:
+                    deliver(ruleset, settings, factory, time.monotonic() + BUDGET)
+                except Exception:
+                    pass
+                results.append(("spooled" if path.exists() else "stored", time.monotonic() - t0))
             rounds += 1
 
     t = threading.Thread(target=worker)
@@ -209,8 +231,8 @@ def test_a_server_restart_in_the_middle_of_ingests_is_retried_or_spooled_and_not
     t.join(timeout=300)
     engine = create_engine(url)
     try:
-        spooled = sum(1 for r, _ in results if r == "spooled")
-        res = spool.flush(settings.spool, lambda d: replay(ruleset, engine, d))
+        spooled = len(spool.pending(settings.spool))
+        res = spool.flush(settings.spool, lambda d: ingest_document(ruleset, engine, decode_document(d)))
         assert res.error is None and res.bad == [] and res.replayed == spooled
         check_consistent(engine, reference)
         assert snapshot(engine) == reference, "something was lost or stored twice across the restart"
@@ -233,7 +255,7 @@ def test_a_database_that_refuses_for_good_makes_ingest_give_up_with_bounded_back
 
     url = f"postgresql+psycopg://postgres@127.0.0.1:{proxy.port}/none"
     engine = make_engine(Target(make_url(url), False), Settings(database=DatabaseSettings(connect_timeout=2)))
-    d = payloads[0]
+    d = piece_of(ruleset, decode_document(payloads[0]))
     t0 = time.monotonic()
     with pytest.raises(StoreError, match="gave up after 5 attempt"):
         ingest(ruleset, engine, d.context, list(d.events), list(d.coverage), "bundle")
@@ -250,8 +272,8 @@ def test_m2_a_database_that_stops_answering_mid_transaction_spools_within_the_bu
     engine = create_engine(pg_url)
     proxy.set("forward")
     proxy.stall_marker = b"_in_events"  # the ingest's first statement after it locked the job
-    node = Node(tmp_path / "n1", url_via(pg_url, proxy.port), "9120",
-                extra_config="  idle_in_transaction_timeout_ms: 1000\n")
+    node = Controller(tmp_path / "n1", url_via(pg_url, proxy.port), "9120",
+                      extra_config="  idle_in_transaction_timeout_ms: 1000\n")
     took, r = node.epilog()
     print(f"\nstalled mid-transaction: `attribution epilog` took {took:.2f} s of its {BUDGET} s budget: "
           f"{r.stdout.strip()}")
@@ -272,5 +294,5 @@ def test_m2_a_database_that_stops_answering_mid_transaction_spools_within_the_bu
     proxy.stall_marker = None
     node.set_url(pg_url)
     r = node.flush()
-    assert r.returncode == 0 and "replayed 1," in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "delivered 1," in r.stdout, r.stdout + r.stderr
     engine.dispose()

@@ -20,7 +20,6 @@ from sqlalchemy import text
 from attribution.node import spool
 from attribution.collect.joboutput import parse_job_output
 from attribution.collect.textio import decode
-from attribution.node.epilog import payload, replay
 from attribution.errors import InputError
 from attribution.model import ExecutionContext
 from attribution.pipeline.diagnose import diagnose_observations
@@ -28,7 +27,8 @@ from attribution.pipeline.ingest import ingest, ingest_bundle
 from attribution.scope.bundle import parse_context
 
 from tests.conftest import ROOT
-from tests.harness.hooknode import BIN, HOOK_ENV, Node
+from tests.harness.hooknode import Node, run_hook
+from tests.harness.service import start_service
 
 UTC = timezone.utc
 
@@ -120,27 +120,64 @@ def test_the_decoder_keeps_printable_text_byte_for_byte_and_blanks_control_chara
     assert decode(b"bad \xff\xfe utf8") == "bad \ufffd\ufffd utf8"
 
 
+@pytest.fixture(scope="module")
+def node_service(pg_server, pg_template, tmp_path_factory):
+    name = f"inj_{uuid.uuid4().hex[:12]}"
+    url = pg_server.create_database(name, template=pg_template)
+    svc = start_service(url, tmp_path_factory.mktemp("inj-service"))
+    try:
+        yield svc, url
+    finally:
+        svc.stop()
+        pg_server.drop_database(name)
+
+
 @pytest.mark.slow
-def test_the_hooks_store_hostile_node_names_and_lines_verbatim_and_run_nothing(store, pg_url, tmp_path, marker):
-    """hooks/epilog (bash) with a node name full of metacharacters and a kernel log of hostile lines."""
-    node_name = "n'1\";touch${IFS}" + str(marker) + ";$(touch " + str(marker) + ")`touch " + str(marker) + "`"
-    node = Node(tmp_path / "n1", pg_url, "9401")
-    now = datetime.now(UTC)
-    stamp = now.strftime("%a %b %e %H:%M:%S %Y")
-    hostile = [f"[{stamp}] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name={p}, GPU has fallen off the bus."
-               for p in payloads(marker).values()]
-    node.kernel.write_bytes(("\n".join(hostile) + "\n").encode())
-    (node.base / "hook.env").write_text(HOOK_ENV.format(bin=BIN, budget=20, base=node.base))
-    env = {k: v for k, v in node.env().items() if k.startswith("SLURM")}
-    env.update(SLURMD_NODENAME=node_name, SLURM_NODELIST=node_name, ATTRIBUTION_HOOK_ENV=str(node.base / "hook.env"))
-    r = subprocess.run([str(ROOT / "hooks" / "epilog")], env=env, capture_output=True, timeout=60)
-    log = (node.base / "hooks.log").read_text()
-    assert r.returncode == 0 and "stored" in log, log
-    with store.connect() as c:
-        rows = c.execute(text("SELECT node, line FROM attribution.events")).all()
-        nodes = c.execute(text("SELECT nodes FROM attribution.jobs WHERE job_id = '9401'")).scalar()
-    assert {n for n, _ in rows} == {node_name} and nodes == [node_name]
+def test_the_hooks_send_hostile_lines_verbatim_and_run_nothing(node_service, tmp_path, marker):
+    """hooks/epilog (bash) and the node collector with a kernel log of hostile lines: stored as decoded."""
+    from sqlalchemy import create_engine
+
+    svc, url = node_service
+    node = Node(tmp_path / "n1", svc.url, svc.tokens["report"], "9401")
+    try:
+        stamp = datetime.now(UTC).strftime("%a %b %e %H:%M:%S %Y")
+        hostile = [f"[{stamp}] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name={p}, GPU has fallen off the bus."
+                   for p in payloads(marker).values()]
+        node.kernel.write_bytes(("\n".join(hostile) + "\n").encode())
+        _, r = run_hook(node, 20)
+        log = (node.base / "hooks.log").read_text()
+        assert r.returncode == 0 and "stored" in log, log
+    finally:
+        node.close()
+    engine = create_engine(url)
+    try:
+        with engine.connect() as c:
+            rows = c.execute(text("SELECT e.node, e.line FROM attribution.events e JOIN attribution.event_jobs ej "
+                                  "ON ej.event_id = e.id JOIN attribution.jobs j ON j.id = ej.job_ref "
+                                  "WHERE j.job_id = '9401'")).all()
+    finally:
+        engine.dispose()
+    assert {n for n, _ in rows} == {"n1"}
     assert {decode(h.encode()) for h in hostile} <= {line for _, line in rows}
+
+
+@pytest.mark.slow
+def test_a_node_name_no_system_has_is_refused_and_runs_nothing(node_service, tmp_path, marker):
+    """A node name full of shell metacharacters (SLURMD_NODENAME is Slurm's, but the environment is not to be
+    trusted blindly): the hook runs nothing, the service refuses the report with its reason (names are checked at
+    every intake) and the node sets it aside instead of sending it for ever."""
+    svc, _ = node_service
+    node_name = "n'1\";touch${IFS}" + str(marker) + ";$(touch " + str(marker) + ")`touch " + str(marker) + "`"
+    node = Node(tmp_path / "n2", svc.url, svc.tokens["report"], "9402")
+    try:
+        env = {k: v for k, v in node.env().items() if k.startswith("SLURM")}
+        env.update(SLURMD_NODENAME=node_name, SLURM_NODELIST=node_name)
+        _, r = run_hook(node, 20, env=env)
+        log = (node.base / "hooks.log").read_text()
+        assert r.returncode == 0 and "HTTP 422" in log and "is not a node or cluster name" in log, log
+        assert node.spooled() == [] and len(list((node.spool_dir / "bad").glob("*.spool"))) == 1
+    finally:
+        node.close()
 
 
 # -- YAML: safe loading everywhere -----------------------------------------------------------------------------
@@ -255,18 +292,33 @@ def _long_node_payload(ruleset):
 
 
 def test_one_unstorable_spooled_payload_does_not_hold_back_the_others(ruleset, store, tmp_path):
-    ctx, events, coverage = _long_node_payload(ruleset)
-    spool.write(tmp_path, payload(ctx, events, coverage, "node"))
-    good_ctx = ExecutionContext(cluster="c", job_id="G1", nodes=("n1",), state="FAILED",
-                                start=ctx.start, end=ctx.end)
-    spool.write(tmp_path, payload(good_ctx, [], [], "controller"))
-    res = spool.flush(tmp_path, lambda d: replay(ruleset, store, d))
+    from attribution.pipeline.intake import decode_document, ingest_document
+    from tests.harness.documents import controller_document
+    from tests.conftest import INCIDENTS
+
+    long_node = {"format": "attribution.observations/1", "reporter": {"role": "node", "name": "n" * 4000},
+                 "cluster": "c", "slurm": {"SLURM_JOB_ID": "L1"}, "times": {"now": 1.7e9}}
+    spool.write(tmp_path, long_node)
+    good = controller_document(ruleset, INCIDENTS / "06-ib-link-down")
+    spool.write(tmp_path, good)
+    # the controller's deliver (pipeline/controller.py) maps a document the codec refuses to spool.Refused
+    from attribution.errors import InputError
+    from attribution.node.spool import Refused
+
+    def handler(d):
+        try:
+            ingest_document(ruleset, store, decode_document(d))
+        except InputError as exc:
+            raise Refused(str(exc)) from exc
+
+    res = spool.flush(tmp_path, handler)
     assert (res.replayed, res.left, len(res.bad)) == (1, 0, 1)
     reasons = [p.read_text() for p in (tmp_path / "bad").glob("*.reason")]
-    assert len(reasons) == 1 and "a name of 4000 characters" in reasons[0]
+    assert len(reasons) == 1 and "reporter.name" in reasons[0] and "at most 255" in reasons[0]
     assert len(list((tmp_path / "bad").glob("*.spool"))) == 1  # kept for a human, not deleted
     with store.connect() as c:
-        assert c.execute(text("SELECT count(*) FROM attribution.jobs WHERE job_id = 'G1'")).scalar() == 1
+        assert c.execute(text("SELECT count(*) FROM attribution.jobs WHERE job_id = :j"),
+                         {"j": good["context"]["job_id"]}).scalar() == 1
 
 
 def test_a_node_name_longer_than_any_host_name_is_refused_clearly(ruleset, store):

@@ -28,7 +28,7 @@ from attribution.store import migrate
 from attribution.store.db import Target, make_engine
 
 from tests.conftest import INCIDENTS, ROOT
-from tests.harness.hooknode import BIN, HOOK_ENV, Node
+from tests.harness.hooknode import BIN, Controller
 
 pytestmark = pytest.mark.slow  # database roles, grants and migrations on real servers
 
@@ -369,25 +369,22 @@ def test_the_password_never_reaches_a_log_an_error_or_a_command_line(ruleset, st
         secret.write_text(password + "\n")
         secret.chmod(0o600)
         u = make_url(pg_url)
-        node = Node(tmp_path / "n1", f"postgresql+psycopg://{role}@{u.host}:{u.port}/{u.database}", "9301",
-                    extra_config=f"  password_file: {secret}\n")
-        (node.base / "hook.env").write_text(HOOK_ENV.format(bin=BIN, budget=20, base=node.base))
-        env = {k: v for k, v in node.env().items() if k.startswith("SLURM")}
-        env["ATTRIBUTION_HOOK_ENV"] = str(node.base / "hook.env")
+        # the controller's hook: the one that writes to the database (nodes report to the service)
+        node = Controller(tmp_path / "n1", f"postgresql+psycopg://{role}@{u.host}:{u.port}/{u.database}", "9301",
+                          extra_config=f"  password_file: {secret}\n")
         outputs = []
         with CommandLineWatch() as watch:
-            r = subprocess.run([str(ROOT / "hooks" / "epilog")], env=env, capture_output=True, timeout=60)
-            outputs += [r.stdout, r.stderr]
+            _, r = node.epilog()
+            outputs += [r.stdout.encode(), r.stderr.encode()]
             # the same with the database away: the error message names the server, never the password
             node.set_url(f"postgresql+psycopg://{role}@127.0.0.1:1/{u.database}", f"  password_file: {secret}\n")
             node.job_id = "9302"
-            env["SLURM_JOB_ID"] = "9302"
-            r = subprocess.run([str(ROOT / "hooks" / "epilog")], env=env, capture_output=True, timeout=60)
-            outputs += [r.stdout, r.stderr]
+            _, r = node.epilog()
+            outputs += [r.stdout.encode(), r.stderr.encode()]
             for args in (["db", "status"], ["spool", "status"]):
                 r = subprocess.run([str(BIN), *args], env=node.env(), capture_output=True, timeout=60)
                 outputs += [r.stdout, r.stderr]
-        log = (node.base / "hooks.log").read_bytes()
+        log = b"".join(outputs[:4])
         spooled = b"".join(p.read_bytes() for p in (node.home / "spool").glob("*.spool"))
         with store.connect() as c:
             stored = c.execute(text("SELECT count(*) FROM attribution.jobs WHERE job_id = '9301'")).scalar()
@@ -424,8 +421,8 @@ def test_a_readable_credentials_file_is_refused_with_one_clear_line_by_the_cli_a
     secret = tmp_path / "pw"
     secret.write_text(password)
     secret.chmod(0o644)
-    node = Node(tmp_path / "n1", "postgresql+psycopg://writer@127.0.0.1:1/none", "9310",
-                extra_config=f"  password_file: {secret}\n")
+    node = Controller(tmp_path / "n1", "postgresql+psycopg://writer@127.0.0.1:1/none", "9310",
+                      extra_config=f"  password_file: {secret}\n")
     r = subprocess.run([str(BIN), "db", "status"], env=node.env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip() == (f"attribution: {secret}: credentials file is readable by others (mode 0644); "

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from attribution.node import spool
@@ -214,3 +214,50 @@ def run_hook(node: Node, budget: int, env: dict[str, str] | None = None,
     r = subprocess.run([str(ROOT / "hooks" / "epilog")], env=env, capture_output=True, text=True,
                        timeout=budget + 30)
     return time.monotonic() - t0, r
+
+
+class Controller:
+    """The controller's hook environment: its configuration (the database, or the service), its home (spool),
+    the output of a failed job (a CUDA ECC error on rank 0: gpu_hardware on n1) and `scontrol show job -o` of it;
+    runs `attribution epilog` (the full command) as hooks/epilog-slurmctld does."""
+
+    def __init__(self, base: Path, url: str, job_id: str, extra_config: str = "") -> None:
+        self.base, self.job_id = base, job_id
+        base.mkdir(parents=True, exist_ok=True)
+        self.home = base / "home"
+        self.config = base / "config.yaml"
+        self.set_url(url, extra_config)
+        now = datetime.now(UTC).replace(microsecond=0)
+        self.output = base / f"slurm-{job_id}.out"
+        self.output.write_text("[rank0]: RuntimeError: CUDA error: uncorrectable ECC error encountered\n")
+        self.scontrol = base / "scontrol.txt"
+        self.scontrol.write_text(
+            f"JobId={job_id} JobName=train UserId=alice(1000) JobState=FAILED Reason=NonZeroExitCode ExitCode=1:0 "
+            f"NodeList=n1 NumTasks=8 StartTime={(now - timedelta(hours=1)).strftime('%Y-%m-%dT%H:%M:%S')} "
+            f"EndTime={now.strftime('%Y-%m-%dT%H:%M:%S')} StdOut={self.output} StdErr={self.output}\n")
+
+    def set_url(self, url: str, extra_config: str = "") -> None:
+        if url.startswith("http"):
+            self.config.write_text(f"home: {self.home}\nservice_url: {url}\nservice_token_file: {self.base}/token\n"
+                                   f"{extra_config}")
+        else:
+            self.config.write_text(f"home: {self.home}\ndatabase:\n  url: {url}\n  connect_timeout: 2\n{extra_config}")
+
+    def env(self) -> dict[str, str]:
+        return {"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": self.job_id, "SLURM_JOB_EXIT_CODE": "256",
+                "SLURM_SCRIPT_CONTEXT": "epilog_slurmctld", "SLURM_CLUSTER_NAME": "hard", "SLURM_JOB_NODELIST": "n1",
+                "SLURM_JOB_USER": "alice", "ATTRIBUTION_CONFIG": str(self.config)}
+
+    def epilog(self, budget: float = BUDGET) -> tuple[float, subprocess.CompletedProcess]:
+        t0 = time.monotonic()
+        r = subprocess.run([str(BIN), "epilog", "--budget", str(budget), "--started", f"{time.time():.3f}",
+                            "--scontrol-output", str(self.scontrol)], env=self.env(), capture_output=True,
+                           text=True, timeout=budget * 4)
+        return time.monotonic() - t0, r
+
+    def spooled(self) -> list[Path]:
+        return spool.pending(self.home / "spool")
+
+    def flush(self) -> subprocess.CompletedProcess:
+        return subprocess.run([str(BIN), "spool", "flush", "--timeout", "60"], env=self.env(), capture_output=True,
+                              text=True, timeout=120)
