@@ -36,9 +36,9 @@ def when(option: str, value: str | None) -> datetime | None:
 def rules_diff(ctx: click.Context, new_pack: Path, since: str | None, as_json: bool) -> None:
     """Re-derive the stored failed jobs' verdicts with NEW_PACK from their kept evidence; list each job whose
     outcome, root cause or culprits would change, with totals by transition."""
+    from attribution.pipeline.history import replay
     from attribution.replay.diff import render_text, report
     from attribution.rulepack.load import load_rules
-    from attribution.replay.history import replay
 
     pack = load_rules(new_pack)
     with open_store(ctx) as engine:
@@ -58,9 +58,9 @@ def rules_diff(ctx: click.Context, new_pack: Path, since: str | None, as_json: b
 def reattribute_cmd(ctx: click.Context, since: str | None, rules_dir: Path | None, as_json: bool) -> None:
     """Give the stored failed jobs the verdicts of a rule pack, re-derived from their kept evidence (the earlier
     verdicts stay in the history; each records the pack version that made it)."""
+    from attribution.pipeline.history import reattribute
     from attribution.replay.diff import render_text, report
     from attribution.rulepack.load import load_rules
-    from attribution.replay.history import reattribute
 
     pack = load_rules(rules_dir) if rules_dir else ruleset_of(ctx)
     with open_store(ctx) as engine:
@@ -80,8 +80,8 @@ def reattribute_cmd(ctx: click.Context, since: str | None, rules_dir: Path | Non
 def rules_suggest(ctx: click.Context, since: str | None, min_jobs: int, as_json: bool) -> None:
     """Group the error-looking lines no rule matched in stored failed jobs into templates (Drain), ranked by
     failed GPU-hours and jobs, each with a rule skeleton (YAML, its example lines) to review."""
+    from attribution.pipeline.history import unmatched_lines
     from attribution.replay.suggest import mine, render_text
-    from attribution.replay.history import unmatched_lines
 
     with open_store(ctx) as engine:
         lines = unmatched_lines(engine, ruleset_of(ctx), when("--since", since))
