@@ -11,4 +11,5 @@
 | `drain` | the drain plan, its application through Slurm, resumes |
 | `rederive` | a stored job's verdict re-derived with another rule pack, from its kept evidence |
 | `history` | the stored history replayed (`rules diff`), reattributed, and the lines no rule matches |
+| `rulecheck` | `rules check`: a pack's schema and semantics, every rule's examples through collect and extract |
 """
