@@ -41,6 +41,9 @@ def _check(ruleset, bundle: Path) -> None:
                 {"node": c["node"], "gpu": c.get("gpu")} for c in v["culprits"]]
     for kind in expected.get("not_root") or []:
         assert got_root is None or got_root["kind"] != kind
+    groups = {g["kind"] for g in v["symptom_groups"]}
+    for kind in expected.get("symptoms") or []:  # what the lines mean, not only what the job state says
+        assert kind in groups, f"no {kind} among the symptoms {sorted(groups)}"
     if expected.get("action"):
         assert v["action"] == expected["action"]
 

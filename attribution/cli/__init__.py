@@ -18,7 +18,8 @@ EXIT_BAD_INPUT = 2
 EXIT_STORE = 3
 #: the extra (pyproject.toml) that installs each module the base (node) install leaves out
 EXTRA_OF = {"sqlalchemy": "db", "psycopg": "db", "alembic": "server", "fastapi": "server", "pydantic": "server",
-            "starlette": "server", "uvicorn": "server", "altair": "reports", "vl_convert": "reports"}
+            "starlette": "server", "uvicorn": "server", "altair": "reports", "vl_convert": "reports",
+            "kubernetes": "kubernetes"}
 
 
 class _Group(click.Group):

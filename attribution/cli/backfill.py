@@ -35,11 +35,13 @@ def _when(value: str | None, flag: str) -> datetime | None:
                                                              "8601 time).")
 @click.option("--until", default=None, metavar="DATE", help="... and before this time (default: now).")
 @click.option("--redo", is_flag=True, help="Diagnose jobs again even when the store already has them.")
+@click.option("--kueue", is_flag=True, help="Kueue workloads from the Kubernetes API instead of Slurm jobs (the runs "
+                                            "the API server still holds, stored as `watch kueue` stores them).")
 @connector_options
 @click.pass_context
-def backfill(ctx: click.Context, since: str, until: str | None, redo: bool, **connector_flags) -> None:
-    """Diagnose and store every failed Slurm job that ended in a time range (sacct), with a progress bar.
-    Resumable: a re-run skips the jobs already stored."""
+def backfill(ctx: click.Context, since: str, until: str | None, redo: bool, kueue: bool, **connector_flags) -> None:
+    """Diagnose and store every failed Slurm job that ended in a time range (sacct), with a progress bar, or with
+    --kueue every failed Kueue workload run. Resumable: a re-run skips the jobs already stored."""
     from attribution.errors import InputError
     from attribution.pipeline.ingest import ingest_diagnosis
     from attribution.pipeline.live import diagnose_sacct_job, failed_slurm_jobs
@@ -51,6 +53,12 @@ def backfill(ctx: click.Context, since: str, until: str | None, redo: bool, **co
     until_t = _when(until, "--until") or datetime.now(UTC)
     if until_t <= since_t:
         raise click.BadParameter("must be after --since", param_hint="--until")
+    if kueue:
+        from attribution.cli.watch import backfill_kueue_command
+
+        # the connector flags apply to the Kueue form too (its Loki, Prometheus, files)
+        ctx.find_root().obj["settings"] = apply_connector_options(settings_of(ctx), **connector_flags)
+        return backfill_kueue_command(ctx, since_t, until_t, redo, connector_flags.get("cluster"))
     settings = apply_connector_options(settings_of(ctx), **connector_flags)
     rs = ruleset_of(ctx)
     jobs = failed_slurm_jobs(settings.connectors, since_t, until_t)

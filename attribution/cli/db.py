@@ -155,6 +155,39 @@ def db_prune(ctx: click.Context, older_than: str, batch: int, lock_timeout: floa
                + (f"; left for the next run (events busy): {', '.join(res.months_left)}" if res.months_left else ""))
 
 
+@db.command("redact")
+@click.option("--batch", default=1000, show_default=True, help="Rows per transaction.")
+@click.option("--dry-run", "dry_run", is_flag=True, help="Count what would be redacted; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@click.pass_context
+def db_redact(ctx: click.Context, batch: int, dry_run: bool, as_json: bool) -> None:
+    """Apply the rule pack's redactions (rules/redactions.yaml) to what is already stored: events' lines,
+    messages and fields, the lines kept for replay, the verdict documents. In batches, one transaction each; a
+    second run changes nothing. Run it as the schema owner after a newer redaction pack (docs/security.md)."""
+    import json
+
+    from attribution.errors import InputError
+    from attribution.extract import redact
+    from attribution.store.redact import redact_stored
+
+    if batch < 1:
+        raise InputError(str(batch), "--batch must be a positive number")
+    red = ruleset_of(ctx).redactions
+    with open_store(ctx, auto_migrate=False) as engine:
+        res = redact_stored(engine, lambda s: redact.redact_counted(red, s), lambda d: redact.redact_kept(red, d),
+                            lambda d: redact.redact_document(red, d), batch=batch, dry_run=dry_run)
+    if as_json:
+        click.echo(json.dumps(res.as_dict(), indent=2))
+        return
+    verb = "would redact" if dry_run else "redacted"
+    click.echo(f"events: {verb} {res.events.changed} of {res.events.rows} (fingerprints: "
+               f"{res.fingerprints_updated} recomputed, {res.fingerprints_kept} kept)")
+    click.echo(f"kept evidence: {verb} {res.evidence.changed} of {res.evidence.rows} job(s)")
+    click.echo(f"verdicts: {verb} {res.verdicts.changed} of {res.verdicts.rows}")
+    kinds = res.kinds()
+    click.echo("spans: " + (", ".join(f"{k} {n}" for k, n in kinds.items()) if kinds else "none"))
+
+
 @db.command("start")
 @click.pass_context
 def db_start(ctx: click.Context) -> None:

@@ -80,6 +80,8 @@ def run_controller(ctx: click.Context, budget: float | None, scontrol_output: Pa
                 parts.append(f"spooled to {path}")
                 if res.error or res.locked_out:
                     parts.append(f"error: {res.error or 'another flush holds the spool'}")
+            elif any(b.startswith(path.name + ":") for b in res.bad):
+                parts.append("refused")
             else:
                 parts.append("stored" + (" through the service" if settings.service_url else ""))
                 if res.replayed > 1:

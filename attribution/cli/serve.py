@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import click
@@ -72,12 +73,13 @@ def _run(ctx: click.Context, settings, host: str, port: int, workers: int, acces
         click.echo(f"attribution serve: http://{host}:{port} ({workers} worker(s)), database "
                    f"{describe(engine.url)}", err=True)
         _open_files_for(settings.service.max_connections)
-        uvicorn.run("attribution.api.app:app_from_environment", factory=True, host=host, port=port,
-                    workers=workers, access_log=access_log, log_level=log_level,
-                    log_config=log_config(log_level, log_json), timeout_graceful_shutdown=10,
-                    timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
-                    proxy_headers=False, server_header=False,
-                    http="attribution.api.connections:BoundedH11Protocol")
+        with _kueue_watcher(settings):
+            uvicorn.run("attribution.api.app:app_from_environment", factory=True, host=host, port=port,
+                        workers=workers, access_log=access_log, log_level=log_level,
+                        log_config=log_config(log_level, log_json), timeout_graceful_shutdown=10,
+                        timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
+                        proxy_headers=False, server_header=False,
+                        http="attribution.api.connections:BoundedH11Protocol")
 
 
 #: How long uvicorn's supervisor waits for a worker to answer its ping before it kills the worker as hung and starts
@@ -104,3 +106,26 @@ def _open_files_for(max_connections: int) -> None:
         raise ConfigError(f"service.max_connections is {max_connections} but this process may open only {soft} "
                           f"files ({SPARE_FILES} are kept for the database and logs): lower max_connections or "
                           f"raise LimitNOFILE")
+
+
+@contextlib.contextmanager
+def _kueue_watcher(settings):
+    """With `watch.kueue.serve`, `attribution watch kueue` runs beside the service for as long as it serves: one
+    process (not one per worker), with the service's configuration, rules and database; stopped with SIGTERM."""
+    if not settings.watch.kueue.serve:
+        yield None
+        return
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "attribution.cli", "watch", "kueue"], env=os.environ.copy())
+    click.echo(f"attribution serve: watching Kueue workloads (process {proc.pid})", err=True)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -57,6 +57,9 @@ def collect_configured(connectors: ConnectorSettings, ctx: ExecutionContext, pre
     start, end = window
     if connectors.files:
         out.add(*collect_files(connectors.files, ctx, prefilter_for, keeper))
+    if workload is not None and workload.evidence:  # Kubernetes' own word on the run (rules/kubernetes.yaml)
+        out.add(list(workload.evidence), [Coverage("scheduler", None, "ok", lines=len(workload.evidence),
+                                                   file=f"workload/{workload.namespace}/{workload.name}")])
     if workload is not None and connectors.kubernetes.pod_logs:
         k = connectors.kubernetes
         out.add(*collect_pod_logs(k, workload.namespace, workload.pods, ctx, prefilter_for("job"),

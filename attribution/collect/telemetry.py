@@ -4,7 +4,7 @@ A snapshot is what a node's GPUs and NICs counted at one moment: `nvidia-smi -q 
 InfiniBand port counters and hw_counters under /sys/class/infiniband/<dev>/ports/<port>/ and the AER counters
 under /sys/bus/pci/devices/<bdf>/ (collect/sysfs_counters.py). `parse_snapshot` is pure: it takes the snapshot's
 files as {file name: text} (the compact listing form the hooks write: nvidia-smi.xml, nvidia-smi.err,
-nvidia-smi.status, nvml.txt, sysfs.txt, pci-topology.txt), which is what a node agent sends; `read_snapshot` reads
+nvidia-smi.status, sysfs.txt, pci-topology.txt), which is what a node agent sends; `read_snapshot` reads
 one snapshot folder, in that form or in the bundle's tree layout (infiniband/, pci/ folders).
 """
 
@@ -26,8 +26,6 @@ NVIDIA_SMI_XML = "nvidia-smi.xml"
 #: written by the hooks only when nvidia-smi failed: its exit status, and what it printed on stderr
 NVIDIA_SMI_STATUS = "nvidia-smi.status"
 NVIDIA_SMI_ERR = "nvidia-smi.err"
-#: the GPU part read through NVML (nvidia-ml-py) instead of nvidia-smi (collect/nvml.py writes it)
-NVML_LISTING = "nvml.txt"
 INFINIBAND_DIR = "infiniband"
 PCI_DIR = "pci"
 #: The hooks' compact form of the two sysfs trees (`grep -H` lines: `<path>:<value>` per InfiniBand counter file,
@@ -35,7 +33,7 @@ PCI_DIR = "pci"
 SYSFS_LISTING = "sysfs.txt"
 PCI_TOPOLOGY = "pci-topology.txt"
 #: the files parse_snapshot reads
-SNAPSHOT_FILES = (NVIDIA_SMI_XML, NVIDIA_SMI_ERR, NVIDIA_SMI_STATUS, NVML_LISTING, SYSFS_LISTING, PCI_TOPOLOGY)
+SNAPSHOT_FILES = (NVIDIA_SMI_XML, NVIDIA_SMI_ERR, NVIDIA_SMI_STATUS, SYSFS_LISTING, PCI_TOPOLOGY)
 MAX_FILE_BYTES = 8 << 20
 
 
@@ -84,15 +82,6 @@ def _gpu_part(files: Mapping[str, str], shown: str):
             problems.append(f"{shown}: nvidia-smi exited {status}" + (f": {first}" if first else ""))
         if status:
             lost = tuple(g for g in named_gpus("\n".join(messages)) if g not in gpus)
-    if NVML_LISTING in files and "nvidia-smi" not in present:
-        from attribution.collect.nvml import parse_nvml_listing
-
-        gpus, info, lost, notes, answered = parse_nvml_listing(files[NVML_LISTING])
-        if answered:
-            present.append("nvidia-smi")  # the GPU part (read through NVML rather than the tool)
-            problems.extend(f"{shown}/{NVML_LISTING}: {n}" for n in notes)
-        else:
-            gaps.extend(notes)
     return gpus, info, lost, present, problems, gaps, messages
 
 

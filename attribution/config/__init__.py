@@ -10,13 +10,15 @@ pydantic) only when the configuration changed.
 from attribution.config.load import (SYSTEM_CONFIG, load_settings, parse_connectors, parse_settings, problems_of,
                                      user_config)
 from attribution.config.sections import (FILE_SOURCES, ConnectorSettings, DatabaseSettings, EpilogSettings,
-                                         FileSourceSettings, HttpAuthSettings, KubernetesSettings, LokiSettings,
-                                         PrometheusSettings, ServiceSettings, Settings, SlurmCommandSettings,
-                                         SlurmrestdSettings, default_home)
+                                         FileSourceSettings, HttpAuthSettings, KubernetesSettings,
+                                         KueueWatchSettings, LokiSettings, PrometheusSettings, ServiceSettings,
+                                         Settings, SlurmCommandSettings, SlurmrestdSettings, WatchSettings,
+                                         default_home)
 # read_secret lives in attribution.secrets (the node agent reads its token without importing this package)
 from attribution.secrets import read_secret
 
 __all__ = ["SYSTEM_CONFIG", "FILE_SOURCES", "load_settings", "parse_settings", "parse_connectors", "problems_of",
            "user_config", "default_home", "read_secret", "Settings", "DatabaseSettings", "EpilogSettings",
            "ServiceSettings", "ConnectorSettings", "HttpAuthSettings", "LokiSettings", "PrometheusSettings",
-           "KubernetesSettings", "SlurmCommandSettings", "SlurmrestdSettings", "FileSourceSettings"]
+           "KubernetesSettings", "SlurmCommandSettings", "SlurmrestdSettings", "FileSourceSettings",
+           "KueueWatchSettings", "WatchSettings"]

@@ -225,6 +225,11 @@ class KubernetesSettings:
     budget: Seconds = 120.0  # seconds for all kubectl calls of one workload
     previous: Flag = True  # also read the previous instance of restarted containers (kubectl logs --previous)
     pod_logs: Flag = True
+    #: The Kubernetes API (`attribution watch kueue`, `backfill --kueue`: the `kubernetes` extra): its URL, with a
+    #: bearer token and a CA from owner-only files; unset: the pod's service account in a cluster, else kubeconfig
+    api_server: Annotated[Optional[str], BeforeValidator(_text)] = None
+    token_file: Optional[str] = None
+    ca_file: Optional[str] = None
     #: the configured owner kinds are added to (or replace) the defaults
     pod_selectors: Annotated[Dict[str, str], BeforeValidator(lambda v: {**DEFAULT_POD_SELECTORS, **_mapping(v)})] = \
         field(default_factory=lambda: dict(DEFAULT_POD_SELECTORS))
@@ -293,6 +298,31 @@ class ConnectorSettings:
 
 
 @dataclass(frozen=True, config=_CONFIG)
+class KueueWatchSettings:
+    """`attribution watch kueue`: every failed Kueue workload diagnosed and stored as it ends (docs/kubernetes.md)."""
+
+    serve: Flag = False  # `attribution serve` runs the watcher beside the service (one process, not per worker)
+    #: the Workload API version watched: auto is v1beta2 where the server has it (Kueue 0.15+), else v1beta1
+    api_version: Annotated[str, BeforeValidator(_one_of("auto", "v1beta2", "v1beta1"))] = "auto"
+    namespaces: Annotated[Tuple[str, ...], BeforeValidator(_names)] = ()  # empty: every namespace
+    concurrency: Whole = 2  # workloads diagnosed at once
+    workload_seconds: Seconds = 300.0  # the longest one workload's diagnosis and storing may take
+    watch_seconds: Whole = 300  # timeoutSeconds of one watch request; the server ends it and the watcher goes on
+    page_size: Whole = 500  # objects per list page (limit / continue)
+    retry_seconds: Seconds = 5.0  # the pause before watching again after the connection failed
+
+
+@dataclass(frozen=True, config=_CONFIG)
+class WatchSettings:
+    kueue: KueueWatchSettings = field(default_factory=KueueWatchSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unset_sections(cls, data: Any) -> Any:
+        return _unset_is_default(data, ("kueue",))
+
+
+@dataclass(frozen=True, config=_CONFIG)
 class ServiceSettings:
     """The Attribution Service (`attribution serve`): where it listens, who may call it, how much it accepts."""
 
@@ -339,13 +369,14 @@ class Settings:
     service_token_file: Annotated[Optional[str], BeforeValidator(_text)] = None
     source: Optional[str] = None  # the file these settings came from
     connectors: ConnectorSettings = field(default_factory=ConnectorSettings)
+    watch: WatchSettings = field(default_factory=WatchSettings)
     #: the `alerts:` section (attribution.config.alerts); None when the file has none
     alerts: Annotated[Optional[AlertSettings], BeforeValidator(lambda v: {} if v is None else v)] = None
 
     @model_validator(mode="before")
     @classmethod
     def _unset_sections(cls, data: Any) -> Any:
-        return _unset_is_default(data, ("home", "database", "epilog", "service", "connectors"))
+        return _unset_is_default(data, ("home", "database", "epilog", "service", "connectors", "watch"))
 
     @property
     def spool(self) -> Path:
@@ -359,4 +390,4 @@ class Settings:
 __all__ = ["FILE_SOURCES", "DEFAULT_POD_SELECTORS", "default_home", "split_host_port", "DatabaseSettings",
            "EpilogSettings", "HttpAuthSettings", "LokiSettings", "PrometheusSettings", "KubernetesSettings",
            "SlurmCommandSettings", "SlurmrestdSettings", "FileSourceSettings", "ConnectorSettings",
-           "ServiceSettings", "Settings"]
+           "KueueWatchSettings", "WatchSettings", "ServiceSettings", "Settings"]

@@ -4,7 +4,8 @@ Every rule that matches a record emits an event (no first-match-wins); a rule ma
 kind was found on the same record (`unless_kinds`) or when the collector flagged the record (`unless_flags`).
 Catalog rules take kind, action and severity from the catalog entry of the captured code. The node of a
 job-output line is resolved as docs/bundle.md says: a host name in the line, then a rank, then the srun label,
-then the file name, then the only node of a one-node job.
+then the file name, then the only node of a one-node job. Secrets are redacted from each observation before any
+rule sees it (extract.redact, rules/redactions.yaml).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from datetime import datetime
 from typing import Iterable, Mapping
 
 from attribution import frozen
+from attribution.extract.redact import redact_observation
 from attribution.model import Event, ExecutionContext, Observation, normalize_gpu
 from attribution.rulepack.values import SPECIAL_GROUPS, Rule, RuleSet
 from attribution.timeparse import TimeError, parse_iso, resolve_zone
@@ -70,9 +72,11 @@ def _normalize_message(text: str) -> str:
 
 
 def extract_one(ruleset: RuleSet, ctx: ExecutionContext, obs: Observation, zone=None) -> list[Event]:
-    """Every event the rules find in one observation."""
+    """Every event the rules find in one observation, its secrets redacted first (extract.redact): the rules
+    match, and the events carry, the redacted text and line."""
     if zone is None:
         zone = resolve_zone(ctx.timezone)
+    obs = redact_observation(ruleset, obs)
     produced: list[tuple[Rule, Event]] = []
     for rule in ruleset.matching(obs.source, obs.text):
         if rule.require_flags and not rule.require_flags <= obs.flags:

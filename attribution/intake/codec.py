@@ -168,8 +168,8 @@ def _logs(v: Any, where: str, bounds: Bounds, sources) -> tuple[LogPiece, ...]:
                 _fail(bat, "blocks must come in line order, without overlap")
             text = []
             for k, ln in enumerate(b[1]):
-                if not isinstance(ln, str) or len(ln) > bounds.line_chars or "\n" in ln:
-                    _fail(f"{bat}[{k}]", f"expected one line of at most {bounds.line_chars} characters")
+                if not isinstance(ln, str) or len(ln) > bounds.line_chars or "\n" in ln or "\0" in ln:
+                    _fail(f"{bat}[{k}]", f"expected one line of at most {bounds.line_chars} characters, no NUL")
                 chars += len(ln)
                 text.append(ln)
             lines += len(text)
@@ -275,6 +275,11 @@ def decode(doc: Any, origin: str = "document", bounds: Bounds = Bounds()) -> Nod
     """An observation document to its values; InputError (naming `origin` and the part) for anything wrong."""
     if not isinstance(doc, Mapping):
         _fail(origin, "expected a JSON object")
+    from attribution.node.spool import not_utf8
+
+    where = not_utf8(doc, origin)
+    if where is not None:  # a lone surrogate from a JSON \ud800 escape: nothing downstream can store it
+        _fail(where, "is not UTF-8 text")
     if doc.get("format") != FORMAT:
         _fail(f"{origin}: format", f"{str(doc.get('format'))[:80]!r} is not {FORMAT!r} (an observation document; "
                                    f"a node agent older than this service sends another: upgrade it)")

@@ -209,12 +209,24 @@ def local_zone() -> str:
     return f"{sign}{abs(off) // 3600:02d}:{abs(off) % 3600 // 60:02d}"
 
 
+def default_filter() -> str | None:
+    """The filter shipped with the hooks, beside this package (an installed wheel's attribution/_data/hooks/, a
+    checkout's hooks/): what a run outside the hooks uses (the hooks name theirs, the one beside them)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for hooks in (os.path.join(here, "_data", "hooks"), os.path.join(os.path.dirname(here), "hooks")):
+        path = os.path.join(hooks, "suspicious.patterns")
+        if os.path.isfile(path):
+            return path
+    return None
+
+
 def _filter(path: str | None) -> tuple[list[bytes] | None, str | None, str | None]:
-    """(the filter's strings, their digest, a problem) of the filter file."""
+    """(the filter's strings, their digest, a problem) of the filter file (the shipped one when none is named)."""
     import hashlib
 
+    path = path or default_filter()
     if not path:
-        return None, None, "no filter file named (ATTRIBUTION_FILTER)"
+        return None, None, "no filter file found (ATTRIBUTION_FILTER)"
     from attribution.node.logs import read_filter
 
     try:
@@ -248,24 +260,33 @@ def collect(settings, environ, t0: float, deadline: float, *, kernel_source=None
     kind = kernel_source or settings.get("ATTRIBUTION_KERNEL_SOURCE") or "auto"
     kfile = kernel_file or settings.get("ATTRIBUTION_KERNEL_FILE")
     timeout = max(1.0, (deadline - time.monotonic()) / 3)
-    where, data, how = nodelogs.read_kernel(kind, kfile, offsets.get("kernel", 0), start - MARGIN_SECONDS,
-                                            end + MARGIN_SECONDS, timeout, max_read)
-    entries = [("kernel", where, data, how)]
     fm = fabricmanager_log if fabricmanager_log is not None else settings.get("ATTRIBUTION_FM_LOG")
+    readers = [("kernel", kfile if kind in ("file", "auto") and kfile else kind,
+                lambda: nodelogs.read_kernel(kind, kfile, offsets.get("kernel", 0), start - MARGIN_SECONDS,
+                                             end + MARGIN_SECONDS, timeout, max_read))]
     if fm:
-        data, how = nodelogs.read_file(fm, offsets.get("fabricmanager", 0), max_read)
-        entries.append(("fabricmanager", fm, data, how))
+        readers.append(("fabricmanager", fm, lambda: (fm, *nodelogs.read_file(fm, offsets.get("fabricmanager", 0),
+                                                                             max_read))))
     logs = []
-    for source, origin, data, how in entries:
-        log = {"source": source, "origin": origin, **how, "lines": 0, "bytes": 0, "blocks": [], "cut": False}
-        if data:
-            keep = strings if strings is not None else [b""]
-            log["blocks"], log["lines"], log["cut"] = nodelogs.select_lines(data, keep, max_bytes=max_kept)
-            log["bytes"] = len(data)
-            out.kept += sum(len(b[1]) for b in log["blocks"])
+    for source, origin, read in readers:
+        try:
+            origin, data, how = read()
+            log = {"source": source, "origin": origin, **how, "lines": 0, "bytes": 0, "blocks": [], "cut": False}
+            if data:
+                keep = strings if strings is not None else [b""]
+                log["blocks"], log["lines"], log["cut"] = nodelogs.select_lines(data, keep, max_bytes=max_kept)
+                log["bytes"] = len(data)
+        except Exception as exc:  # a fault of ours on this log: the report still goes out, saying what was lost
+            log = {"source": source, "origin": origin, "status": "error", "lines": 0, "bytes": 0, "blocks": [],
+                   "reason": f"collection failed: {type(exc).__name__}: {exc}"[:500], "cut": False}
+        out.kept += sum(len(b[1]) for b in log["blocks"])
         logs.append(log)
     out.logs = len(logs)
-    counters = read_snapshots(telemetry_dir) if telemetry_dir else {}
+    try:
+        counters = read_snapshots(telemetry_dir) if telemetry_dir else {}
+    except Exception as exc:  # the same for the snapshots: the logs still go out
+        counters = {}
+        out.notes.append(f"counter snapshots not read: {type(exc).__name__}: {exc}"[:300])
     doc = node_document(node, environ.get("SLURM_CLUSTER_NAME") or settings.get("ATTRIBUTION_CLUSTER"),
                         slurm_values(environ), now, prolog_start, boot_time(), lookback, local_zone(), logs, counters,
                         f"attribution-node {version()}", digest)
@@ -342,13 +363,16 @@ def run_epilog(budget: float | None = None, started: float | None = None, out=No
             except Exception as exc:  # no service named, no token: kept for a later flush
                 outcome.spooled, outcome.error = path, _first(exc)
             else:
+                set_aside = any(b.startswith(path.name + ":") for b in res.bad)
                 if path.exists():
                     outcome.spooled = path
                     outcome.error = res.error or ("another flush holds the spool" if res.locked_out else None)
                     outcome.replayed = res.replayed
-                else:
+                elif not set_aside:
                     outcome.stored = True
                     outcome.replayed = max(0, res.replayed - 1)
+                else:
+                    outcome.replayed = res.replayed
                 for b in res.bad:
                     outcome.notes.append(f"set aside: {b}")
         _forget_stamp(where.get("state_dir") or settings.get("ATTRIBUTION_STATE_DIR"), outcome.job_id)

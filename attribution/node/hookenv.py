@@ -98,7 +98,7 @@ def _owned_safely(st: os.stat_result, uid: int) -> str | None:
     if st.st_uid not in (0, uid):
         return f"owned by uid {st.st_uid}, not by root"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+        return f"writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"  # as stat %a prints it
     return None
 
 

@@ -74,7 +74,8 @@ def select_lines(data: bytes, strings: list[bytes], first_line: int = 1, max_byt
     for lo, hi in spans:
         out = []
         for raw in lines[lo:hi + 1]:
-            text = raw[:LINE_CHARS].decode("utf-8", "replace").rstrip("\r")
+            # a NUL (a log file's padding after a crash) is no text: a space, so the line stays one line
+            text = raw[:LINE_CHARS].replace(b"\0", b" ").decode("utf-8", "replace").rstrip("\r")
             kept += len(text) + 1
             if kept > max_bytes:
                 cut = True

@@ -84,15 +84,17 @@ def job_gpu_hours(ctx) -> float:
 
 
 def unmatched_lines(engine: Engine, ruleset: RuleSet, since: datetime | None = None) -> list:
-    """The kept error-looking lines of stored failed jobs that no rule of `ruleset` matches, oldest job first."""
+    """The kept error-looking lines of stored failed jobs that no rule of `ruleset` matches nor ignores, oldest job
+    first."""
     import tempfile
     from pathlib import Path
 
     from attribution.collect.bundle import collect_bundle
+    from attribution.extract.redact import redact_observation
     from attribution.replay.keep import pack_errorlike
     from attribution.pipeline.rederive import write_scratch_bundle
     from attribution.replay.streams import replay_streams
-    from attribution.replay.suggest import Unmatched
+    from attribution.replay.suggest import unmatched
 
     errorlike = pack_errorlike(ruleset)
     rows = in_transaction(engine, lambda c: list(failed_jobs_with_evidence(c, since)))
@@ -104,11 +106,7 @@ def unmatched_lines(engine: Engine, ruleset: RuleSet, since: datetime | None = N
             write_scratch_bundle(root, ctx, row["evidence"])
             observations, _ = collect_bundle(root, ctx, lambda _source: errorlike)
         observations += replay_streams(row["evidence"], ctx, lambda _source: errorlike)  # the connectors' lines
-        name = f"{row['cluster']}/{row['job_id']}"
-        hours = job_gpu_hours(ctx)
-        for o in observations:
-            text = o.text.splitlines()[0] if o.text else ""
-            if text.strip() and not ruleset.matching(o.source, o.text):
-                out.append(Unmatched(name, o.source, o.location, o.line.splitlines()[0] if o.line else text, text,
-                                     hours, row["outcome"] == "unknown"))
+        observations = [redact_observation(ruleset, o) for o in observations]  # kept before the pack's redactions
+        out += unmatched(ruleset, observations, f"{row['cluster']}/{row['job_id']}", job_gpu_hours(ctx),
+                         row["outcome"] == "unknown")
     return out

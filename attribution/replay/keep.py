@@ -10,11 +10,12 @@ kept under `streams` with the time and labels that replay them, replay/streams.p
 `merge_piece` puts one reporter's piece into the job's document (its earlier piece replaced, the bound kept per
 job); the store only loads and saves the document.
 
-The document is plain JSON (compressed by the store). Replaying it (attribution.pipeline.rederive) writes the kept
-lines back at their line numbers, so the collectors read them exactly as they read the original files, and runs
-the counter rules on the kept snapshots. A file read elsewhere than in a bundle (a node's journald, a job's
-output on the controller) is written back at its bundle place (`file`), with where it was read (`origin`): the
-events re-derived from it carry the original locations again.
+Every kept line is redacted first (extract.redact, rules/redactions.yaml: its passwords, tokens and keys become
+`[redacted:KIND]`), wherever it was read. The document is plain JSON (compressed by the store). Replaying it
+(attribution.pipeline.rederive) writes the kept lines back at their line numbers, so the collectors read them
+exactly as they read the original files, and runs the counter rules on the kept snapshots. A file read elsewhere
+than in a bundle (a node's journald, a job's output on the controller) is written back at its bundle place
+(`file`), with where it was read (`origin`): the events re-derived from it carry the original locations again.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
+from attribution.extract.redact import redact
 from attribution.model import ExecutionContext
 from attribution.replay.bounds import Limits, bound_metrics, bound_telemetry
 from attribution.rulepack.prefilter import Prefilter
@@ -32,6 +34,9 @@ if TYPE_CHECKING:
 
 FORMAT = 1
 READ_CHUNK = 8 << 20
+#: Characters past a kept line's cut that are redacted with it (a secret across the cut is seen whole: a PEM
+#: private key on one line is under 4 KiB).
+REDACT_MARGIN = 4096
 #: Flags of a kept line: flagged by a rule's prefilter, error-looking.
 PREFILTER, ERRORLIKE = "p", "e"
 
@@ -44,9 +49,9 @@ def pack_errorlike(ruleset: RuleSet) -> Prefilter:
 
 
 def errorlike_filter(rules_dir: Path | str | None = None) -> Prefilter:
-    from attribution.rulepack.errorlines import error_line_patterns
+    from attribution.rulepack.errorlines import error_line_patterns, informational_line_patterns
 
-    return Prefilter(error_line_patterns(rules_dir))
+    return Prefilter(error_line_patterns(rules_dir), informational_line_patterns(rules_dir))
 
 
 def bundle_files(bundle: Path, ctx: ExecutionContext) -> list[tuple[str, str | None, str, Path]]:
@@ -131,7 +136,11 @@ class LineKeeper:
             k = 0 if PREFILTER in flags else 1
             if self._full[k]:
                 continue
-            text = data[start:end].decode("utf-8", errors="replace").rstrip("\r")[:self.limits.line_chars]
+            # never kept with its secrets (extract.redact): redacted before it is cut to its bound, with a margin
+            # past the cut so that a secret across it is seen whole
+            raw = data[start:min(end, start + 4 * (self.limits.line_chars + REDACT_MARGIN))]
+            text = raw.decode("utf-8", errors="replace").rstrip("\r")[:self.limits.line_chars + REDACT_MARGIN]
+            text = redact(self.ruleset.redactions, text)[:self.limits.line_chars]
             n = line_cost(text)
             if len(self._kept[k]) >= self.limits.lines or self._size[k] + n > self.limits.bytes:
                 self._full[k] = True

@@ -53,6 +53,18 @@ class Template:
                 "skeleton": skeleton(self)}
 
 
+def unmatched(ruleset, observations, job: str, gpu_hours: float, unknown: bool) -> list[Unmatched]:
+    """The observations (error-looking lines of one job) that no rule of their source matches and no `ignore:`
+    entry of the pack sets aside."""
+    out = []
+    for o in observations:
+        text = o.text.splitlines()[0] if o.text else ""
+        if text.strip() and not ruleset.matching(o.source, o.text) and not ruleset.ignoring(o.source, o.text):
+            out.append(Unmatched(job, o.source, o.location, o.line.splitlines()[0] if o.line else text, text,
+                                 gpu_hours, unknown))
+    return out
+
+
 def mine(lines: list[Unmatched], min_jobs: int = 3) -> list[Template]:
     """Templates shown by at least `min_jobs` jobs, most failed GPU-hours first, then most jobs, then most jobs
     whose verdict is unknown. Each source is mined apart (a rule belongs to one source)."""

@@ -18,9 +18,10 @@ from typing import Callable
 import re2
 
 from attribution.errors import Problem
-from attribution.rulepack.prefilter import compile_re2, scan_pattern
+from attribution.rulepack.prefilter import compile_re2, scan_pattern, search_set
 from attribution.rulepack.values import (CatalogEntry, Catalog, CausalGraph, Condition, DrainPolicy, Edge, Example,
-                                         JobStates, KindSpec, MetricRule, Rule, Selector, StateDecision, Variant)
+                                         IgnoreRule, JobStates, KindSpec, MetricRule, Redaction, RedactionExample,
+                                         Redactions, Rule, Selector, StateDecision, Variant, matcher_patterns)
 from attribution.rulepack.yamlload import Document
 
 
@@ -33,12 +34,14 @@ class Building:
     kinds: dict[str, KindSpec] = field(default_factory=dict)
     catalogs: dict[str, Catalog] = field(default_factory=dict)
     rules: list[Rule] = field(default_factory=list)
+    ignores: list[IgnoreRule] = field(default_factory=list)
     rule_ids: dict[str, str] = field(default_factory=dict)  # id -> where it was first defined
     graph: CausalGraph = field(default_factory=lambda: CausalGraph(edges=()))
     job_states: JobStates = field(default_factory=lambda: JobStates(
         MappingProxyType({}), StateDecision("unknown", "investigate", "low")))
     metric_rules: list[MetricRule] = field(default_factory=list)
     drain_policy: DrainPolicy | None = None
+    redactions: Redactions = field(default_factory=Redactions)
 
     def add(self, doc: Document, path: list, message: str) -> None:
         self.problems.append(doc.problem(path, message))
@@ -163,10 +166,7 @@ def build_rules(b: Building, docs: list[Document]) -> None:
             if not b.claim_id(doc, rid, path):
                 continue
             pattern = r["pattern"]
-            if not _only_leading_anchor(pattern):
-                b.add(doc, path + ["pattern"], "'^' may only anchor the start of a pattern (it matches the start "
-                                               "of the message, after the prefix)")
-            rx = b.regex(doc, pattern, path + ["pattern"])
+            rx = _message_regex(b, doc, pattern, path)
             pre = r.get("prefilter") or scan_pattern(pattern)
             b.regex(doc, pre, path + ["prefilter" if "prefilter" in r else "pattern"])
             if "kind" in r:
@@ -177,12 +177,8 @@ def build_rules(b: Building, docs: list[Document]) -> None:
                 b.need_kind(doc, k, path + ["unless_kinds"])
             if rx is not None and "catalog" in r and "code" not in rx.groupindex and "code" not in r:
                 b.add(doc, path + ["pattern"], "a catalog rule must capture (?P<code>...)")
-            examples = tuple(Example(line=ex["line"], source=ex.get("source", r["source"]),
-                                     expect=MappingProxyType(dict(ex.get("expect") or {})), ref=ex.get("ref"))
-                             for ex in r["examples"]["match"])
-            sources = (r["source"],) + tuple(s for s in r.get("also_sources", []) if s != r["source"])
             b.rules.append(Rule(
-                id=rid, source=r["source"], sources=sources, pattern=pattern, regex=rx, prefilter=pre,
+                id=rid, source=r["source"], sources=_sources(r), pattern=pattern, regex=rx, prefilter=pre,
                 hook_filter=tuple(r.get("hook_filter", ())),
                 kind=r.get("kind"), catalog=r.get("catalog"), code=r.get("code"), role=r.get("role"),
                 action=r.get("action"), severity=r.get("severity"),
@@ -190,8 +186,41 @@ def build_rules(b: Building, docs: list[Document]) -> None:
                 unless_kinds=frozenset(r.get("unless_kinds", [])),
                 unless_flags=frozenset(r.get("unless_flags", [])),
                 set_fields=tuple(sorted((r.get("set_fields") or {}).items())),
-                examples=examples, no_match=tuple(r["examples"].get("no_match", [])),
+                examples=_examples(r), no_match=tuple(r["examples"].get("no_match", [])),
                 path=doc.shown, line=doc.line(path)))
+        for i, r in enumerate(doc.data.get("ignore", [])):
+            _build_ignore(b, doc, r, ["ignore", i])
+
+
+def _message_regex(b: Building, doc: Document, pattern: str, path: list):
+    """A rule's or ignore entry's pattern compiled (None and a problem when RE2 refuses it); a problem when '^'
+    anchors anything but its start."""
+    if not _only_leading_anchor(pattern):
+        b.add(doc, path + ["pattern"], "'^' may only anchor the start of a pattern (it matches the start "
+                                       "of the message, after the prefix)")
+    return b.regex(doc, pattern, path + ["pattern"])
+
+
+def _sources(r: dict) -> tuple[str, ...]:
+    return (r["source"],) + tuple(s for s in r.get("also_sources", []) if s != r["source"])
+
+
+def _examples(r: dict) -> tuple[Example, ...]:
+    return tuple(Example(line=ex["line"], source=ex.get("source", r["source"]),
+                         expect=MappingProxyType(dict(ex.get("expect") or {})), ref=ex.get("ref"))
+                 for ex in r["examples"]["match"])
+
+
+def _build_ignore(b: Building, doc: Document, r: dict, path: list) -> None:
+    """An `ignore:` entry: a pattern of lines that mean nothing, with its examples (pipeline.rulecheck runs them)."""
+    if not b.claim_id(doc, r["id"], path):
+        return
+    rx = _message_regex(b, doc, r["pattern"], path)
+    if rx is not None:
+        b.ignores.append(IgnoreRule(id=r["id"], source=r["source"], sources=_sources(r), pattern=r["pattern"],
+                                    regex=rx, description=r["description"], examples=_examples(r),
+                                    no_match=tuple(r["examples"]["no_match"]), path=doc.shown,
+                                    line=doc.line(path)))
 
 
 def _selector(d: dict) -> Selector:
@@ -302,6 +331,38 @@ def build_drain_policy(b: Building, docs: list[Document]) -> None:
                                  document=doc)
 
 
+#: The capture group of a redaction pattern that is the secret (the rest of the match is left as it is).
+SECRET_GROUP = "secret"
+
+
+def build_redactions(b: Building, docs: list[Document]) -> None:
+    """The redaction patterns (applied by attribution.extract.redact), in file order over the files' order."""
+    patterns: list[Redaction] = []
+    for doc in docs:
+        for i, r in enumerate(doc.data["patterns"]):
+            path = ["patterns", i]
+            if not b.claim_id(doc, r["id"], path):
+                continue
+            rx = b.regex(doc, r["pattern"], path + ["pattern"])
+            if rx is None:
+                continue
+            names = set(rx.groupindex)
+            if names - {SECRET_GROUP}:
+                b.add(doc, path + ["pattern"], f"a redaction pattern captures only (?P<{SECRET_GROUP}>...), not "
+                                               f"{', '.join(sorted(names - {SECRET_GROUP}))}")
+            examples = tuple(RedactionExample(line=e["line"], span=e["span"], ref=e.get("ref"))
+                             for e in r["examples"]["redact"])
+            for j, e in enumerate(examples):
+                if e.span not in e.line:
+                    b.add(doc, path + ["examples", "redact", j, "span"], "the span is not in the line")
+            patterns.append(Redaction(
+                id=r["id"], kind=r["kind"], pattern=r["pattern"], regex=rx, group=rx.groupindex.get(SECRET_GROUP, 0),
+                min_entropy=float(r.get("min_entropy", 0.0)), examples=examples,
+                no_match=tuple(r["examples"]["keep"]), path=doc.shown, line=doc.line(path)))
+    if patterns:
+        b.redactions = Redactions(tuple(patterns), search_set(matcher_patterns(patterns)))
+
+
 #: Each file type and its builder, in the order they run (a type's builder may use what earlier ones built).
 BUILDERS: dict[str, Callable[[Building, list[Document]], None]] = {
     "kinds": build_kinds,
@@ -312,4 +373,5 @@ BUILDERS: dict[str, Callable[[Building, list[Document]], None]] = {
     "metric_rules": build_metric_rules,
     "counter_rules": build_counter_rules,
     "drain_policy": build_drain_policy,
+    "redactions": build_redactions,
 }

@@ -30,7 +30,7 @@ from types import MappingProxyType
 
 __all__ = ["pack_key", "cached_rules", "rules_and_saver", "LazyRegex", "LazySet"]
 
-FORMAT = "2"  # bump when what is pickled changes shape
+FORMAT = "3"  # bump when what is pickled changes shape
 
 
 def default_cache_dir() -> Path:
@@ -199,7 +199,7 @@ class _Pickler(pickle.Pickler):
 
         from attribution.frozen import fields
         from attribution.rulepack.prefilter import Prefilter
-        from attribution.rulepack.values import RuleSet
+        from attribution.rulepack.values import Redactions, RuleSet
 
         if isinstance(obj, MappingProxyType):
             return _proxy, (dict(obj),)
@@ -208,7 +208,12 @@ class _Pickler(pickle.Pickler):
         if isinstance(obj, re2._Regexp):  # noqa: SLF001 (google-re2's compiled pattern type)
             return LazyRegex, (obj.pattern,)
         if isinstance(obj, Prefilter):
-            return _prefilter, (obj.patterns, obj.pattern, _hs_bytes(obj), dict(obj._extended))  # noqa: SLF001
+            return _prefilter, (obj.patterns, obj.pattern, _hs_bytes(obj),
+                                dict(obj._extended), obj.unless)  # noqa: SLF001
+        if type(obj) is Redactions:  # its RE2 set as its patterns (built again on first use)
+            return _redactions, (obj.patterns,)
+        if isinstance(obj, LazySet):
+            return LazySet, (obj.patterns,)
         if type(obj) is RuleSet:
             state = {f: getattr(obj, f) for f in fields(obj) if f != "_sets"}
             sets = {source: tuple(r.pattern for r in rules) for source, rules in obj._by_source.items()}
@@ -278,7 +283,7 @@ def _proxy(d: dict) -> MappingProxyType:
     return MappingProxyType(d)
 
 
-def _prefilter(patterns, pattern: str, hs: bytes | None, extended: dict | None = None):
+def _prefilter(patterns, pattern: str, hs: bytes | None, extended: dict | None = None, unless=None):
     from attribution.rulepack.prefilter import Prefilter
 
     pf = Prefilter.__new__(Prefilter)
@@ -289,7 +294,14 @@ def _prefilter(patterns, pattern: str, hs: bytes | None, extended: dict | None =
     pf._hs_tried = False  # noqa: SLF001
     pf._extended = dict(extended or {})  # noqa: SLF001
     pf._hs_blob = hs  # noqa: SLF001  (loaded on first use: a node reads one or two of the sources)
+    pf.unless = unless
     return pf
+
+
+def _redactions(patterns: tuple):
+    from attribution.rulepack.values import Redactions, matcher_patterns
+
+    return Redactions(tuple(patterns), LazySet(matcher_patterns(patterns)) if patterns else None)
 
 
 def _ruleset(state: dict, sets: dict):

@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 from attribution.errors import Problem, RulePackError
 from attribution.rulepack.builders import BUILDERS, Building
-from attribution.rulepack.errorlines import error_line_patterns
+from attribution.rulepack.errorlines import error_line_patterns, informational_line_patterns
 from attribution.rulepack.prefilter import Prefilter, compile_re2, search_set
 from attribution.rulepack.values import Rule, RuleSet
 from attribution.rulepack.yamlload import FILE_TYPES, SCHEMA_DIR_NAME, pack_files, read_pack
@@ -48,10 +48,11 @@ def load_rules(directory: Path | str | None = None) -> RuleSet:
     return RuleSet(
         root=str(root), version=version, kinds=MappingProxyType(b.kinds), rules=tuple(b.rules),
         catalogs=MappingProxyType(b.catalogs), graph=b.graph, job_states=b.job_states,
-        metric_rules=tuple(b.metric_rules), drain_policy=b.drain_policy,
+        metric_rules=tuple(b.metric_rules), drain_policy=b.drain_policy, redactions=b.redactions,
         documents=MappingProxyType({t: tuple((d.shown, d.data) for d in v) for t, v in docs.items()
                                     if t in ("drain_policy", "metric_rules", "counter_rules")}),
         _by_source=MappingProxyType({k: tuple(v) for k, v in by_source.items()}),
         _sets=MappingProxyType({k: search_set(r.pattern for r in v) for k, v in by_source.items()}),
         _prefilters=MappingProxyType({k: Prefilter(r.prefilter for r in v) for k, v in by_source.items()}),
-        errorlike=Prefilter(error_line_patterns(root)))
+        errorlike=Prefilter(error_line_patterns(root), informational_line_patterns(root)),
+        ignores=tuple(b.ignores))

@@ -51,12 +51,16 @@ class Prefilter:
     windows without any, which at realistic fault rates is nearly all of a log.
     """
 
-    __slots__ = ("_rx", "pattern", "patterns", "_hs", "_hs_tried", "_extended", "_hs_blob")
+    __slots__ = ("_rx", "pattern", "patterns", "_hs", "_hs_tried", "_extended", "_hs_blob", "unless", "_local")
 
     WINDOW = 64 << 10
 
-    def __init__(self, patterns: Iterable[str]) -> None:
+    def __init__(self, patterns: Iterable[str], unless: Iterable[str] = ()) -> None:
+        """`unless`: patterns of lines never to select, whatever `patterns` find in them (the error-looking
+        filter's informational levels, rules/replay/error-lines.txt)."""
         self.patterns = tuple(patterns)
+        unless = tuple(unless)
+        self.unless = Prefilter(unless) if unless else None
         alts = [f"(?:{p})" for p in self.patterns]
         self.pattern = "(?m)" + "|".join(alts) if alts else r"(?m)\A\z"
         self._rx = compile_re2(self.pattern.encode("utf-8"))
@@ -73,11 +77,25 @@ class Prefilter:
             return self
         pf = self._extended.get(extra)
         if pf is None:
-            pf = self._extended[extra] = Prefilter(self.patterns + extra)
+            pf = self._extended[extra] = Prefilter(self.patterns + extra,
+                                                   self.unless.patterns if self.unless else ())
         return pf
 
     def find(self, block: bytes, end: int | None = None) -> list[int]:
-        """Sorted offsets in `block[:end]`, one on each line with a match."""
+        """Sorted offsets in `block[:end]`, one on each line with a match (and none that `unless` matches)."""
+        found = self._find(block, end)
+        if self.unless is None or not found:
+            return found
+        n = len(block) if end is None else end
+        out = []
+        for pos in found:
+            start = block.rfind(b"\n", 0, pos) + 1
+            stop = block.find(b"\n", pos, n)
+            if not self.unless.find_re2(block, start, n if stop < 0 else stop):
+                out.append(pos)
+        return out
+
+    def _find(self, block: bytes, end: int | None) -> list[int]:
         n = len(block) if end is None else end
         if not self._hs_tried:
             self._hs_tried = True
@@ -102,11 +120,25 @@ class Prefilter:
             pos = end
         return out
 
+    def _scratch(self):
+        """This thread's Hyperscan scratch space: a scan needs one no other scan uses at the same time (the service
+        parses reports in several threads), so each thread clones the database's own once."""
+        try:
+            local = self._local
+        except AttributeError:  # made without __init__ (a cached pack): the first scan makes it
+            import threading
+
+            local = self._local = threading.local()
+        scratch = getattr(local, "scratch", None)
+        if scratch is None:
+            scratch = local.scratch = self._hs.scratch.clone()
+        return scratch
+
     def _any(self, window) -> bool:
         import hyperscan
 
         try:
-            self._hs.scan(window, match_event_handler=_stop)
+            self._hs.scan(window, match_event_handler=_stop, scratch=self._scratch())
         except hyperscan.ScanTerminated:
             return True
         except TypeError:

@@ -75,14 +75,19 @@ class Example(Value):
     ref: str | None = None
 
 
-class Rule(Value):
-    """One extraction rule: where it applies, its pattern, the event it makes, its examples."""
+class LinePattern(Value):
+    """What a rule and an ignore entry share: an id, the sources it applies to, its message pattern compiled."""
 
     id: str
     source: str
     sources: tuple[str, ...]
     pattern: str
     regex: Any
+
+
+class Rule(LinePattern):
+    """One extraction rule: where it applies, its pattern, the event it makes, its examples."""
+
     prefilter: str
     hook_filter: tuple[str, ...]
     kind: str | None
@@ -95,6 +100,17 @@ class Rule(Value):
     unless_kinds: frozenset[str]
     unless_flags: frozenset[str]
     set_fields: tuple[tuple[str, str], ...]
+    examples: tuple[Example, ...]
+    no_match: tuple[str, ...]
+    path: str
+    line: int
+
+
+class IgnoreRule(LinePattern):
+    """A line a person looked at and found to mean nothing (advice printed after an error, a header whose
+    message is on the next line): it makes no event, and `rules suggest` does not offer it as a rule to write."""
+
+    description: str
     examples: tuple[Example, ...]
     no_match: tuple[str, ...]
     path: str
@@ -216,6 +232,61 @@ class DrainPolicy(Value):
                 "max_drains_per_hour": self.max_drains_per_hour}
 
 
+class RedactionExample(Value):
+    """A real line a redaction pattern must redact, with the span (`span`) that must become `[redacted:KIND]`."""
+
+    line: str
+    span: str
+    ref: str | None = None
+
+
+class Redaction(Value):
+    """One redaction pattern (rules/redactions.yaml): what it finds, the group that is the secret (0: the whole
+    match), the entropy a found span must have to count (bits per character; 0: any), and its examples."""
+
+    id: str
+    kind: str
+    pattern: str
+    regex: Any
+    group: int = 0
+    min_entropy: float = 0.0
+    examples: tuple[RedactionExample, ...] = ()
+    no_match: tuple[str, ...] = ()
+    path: str = ""
+    line: int = 0
+
+    @property
+    def marker(self) -> str:
+        return f"[redacted:{self.kind}]"
+
+
+class Redactions(Value):
+    """The pack's redaction patterns, in file order (an earlier pattern's redaction is not redacted again), and
+    one RE2 set of them (`matcher_patterns`: each in multi-line mode) that says which may match a text (None: no
+    patterns, nothing is ever redacted)."""
+
+    patterns: tuple[Redaction, ...] = ()
+    matcher: Any = None
+
+    def candidates(self, text: str) -> list[Redaction]:
+        """The patterns that may match somewhere in `text` (one set pass), in file order (a superset: each
+        pattern's own regex decides)."""
+        if self.matcher is None or not text:
+            return []
+        idx = self.matcher.Match(text)
+        return [self.patterns[i] for i in sorted(idx)] if idx else []
+
+    def any_in(self, *texts: str) -> bool:
+        """Whether any pattern may match any of `texts`, in one set pass over them joined by newlines (a pattern
+        matching one of them alone matches the joined text: multi-line mode gives each its own ^ and $)."""
+        return self.matcher is not None and bool(self.matcher.Match("\n".join(texts)))
+
+
+def matcher_patterns(patterns) -> list[str]:
+    """The redaction patterns as the pack's set holds them: each in multi-line mode (see Redactions.any_in)."""
+    return [f"(?m:{p.pattern})" for p in patterns]
+
+
 class RuleSet(Value):
     """A loaded rule pack: kinds, rules, catalogs, the causal graph, job states, metric rules, drain policy."""
 
@@ -228,6 +299,8 @@ class RuleSet(Value):
     job_states: JobStates
     metric_rules: tuple[MetricRule, ...] = ()
     drain_policy: DrainPolicy | None = None
+    #: what is redacted from every line before it is matched or kept (rules/redactions.yaml; none: nothing)
+    redactions: Redactions = field(default_factory=Redactions)
     documents: Mapping[str, tuple[tuple[str, Any], ...]] = field(default_factory=dict)
     _by_source: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict)
     _sets: Mapping[str, Any] = field(default_factory=dict)
@@ -235,6 +308,12 @@ class RuleSet(Value):
     #: The error-looking lines' filter (replay/error-lines.txt: what is kept for replay besides the prefilter
     #: hits), built with the pack so that the node agent's cache holds it compiled. None: build it on use.
     errorlike: Prefilter | None = None
+    #: Lines deliberately left without an event (`ignore:` of a rules file).
+    ignores: tuple[IgnoreRule, ...] = ()
+
+    def ignoring(self, source: str, text: str) -> list[IgnoreRule]:
+        """The ignore entries of `source` whose pattern matches `text` (the message after the line's prefix)."""
+        return [r for r in self.ignores if source in r.sources and r.regex.search(text)]
 
     def rules_for(self, source: str) -> tuple[Rule, ...]:
         return self._by_source.get(source, ())

@@ -30,6 +30,7 @@ FILE_TYPES = {
     "drain_policy": "drain_policy.schema.json",
     "metric_rules": "metric_rules.schema.json",
     "counter_rules": "counter_rules.schema.json",
+    "redactions": "redactions.schema.json",
 }
 #: The vocabularies (actions, outcomes, roles...) every schema refers to: `urn:attribution:defs#/$defs/...`.
 DEFS_SCHEMA = "defs.schema.json"

@@ -54,6 +54,9 @@ class Workload:
     owner_name: str | None
     context: ExecutionContext
     pods: tuple[PodPlacement, ...]
+    #: what the control plane said about the run (scope.kubeevidence: the Workload's and its pods' conditions and
+    #: reasons; the watcher adds the nodes' and the events'), as observations of source `scheduler`
+    evidence: tuple = ()
 
 
 def parse_workload_ref(value: str) -> tuple[str, str]:
@@ -64,7 +67,8 @@ def parse_workload_ref(value: str) -> tuple[str, str]:
     return ns, name
 
 
-def _time(value: Any) -> datetime | None:
+def object_time(value: Any) -> datetime | None:
+    """A Kubernetes object's time stamp (RFC 3339), or None when it has none or an unreadable one."""
     if not value:
         return None
     try:
@@ -212,19 +216,19 @@ def workload_context(workload: Any, pods_doc: Any, cluster: str, origin: str = "
     start = None
     for kind in ("Admitted", "QuotaReserved"):
         if _true(conds.get(kind)):
-            start = _time(conds[kind].get("lastTransitionTime"))
+            start = object_time(conds[kind].get("lastTransitionTime"))
             if start:
                 break
-    pod_starts = [t for t in (_time((p.get("status") or {}).get("startTime")) for p in pods) if t]
+    pod_starts = [t for t in (object_time((p.get("status") or {}).get("startTime")) for p in pods) if t]
     if start is None and pod_starts:
         start = min(pod_starts)
     end = None
     for kind in ("Finished", "Evicted"):
         if _true(conds.get(kind)):
-            end = _time(conds[kind].get("lastTransitionTime"))
+            end = object_time(conds[kind].get("lastTransitionTime"))
             if end:
                 break
-    finishes = [t for t in (_time(x.get("finishedAt")) for x in _terminations(pods)) if t]
+    finishes = [t for t in (object_time(x.get("finishedAt")) for x in _terminations(pods)) if t]
     if end is None and finishes:
         end = max(finishes)
     if start and end and end < start:
@@ -242,7 +246,10 @@ def workload_context(workload: Any, pods_doc: Any, cluster: str, origin: str = "
         partition=admission.get("clusterQueue") or (workload.get("spec") or {}).get("queueName"), state=state,
         exit_code=exit_code, failed_node=unhealthy[0] if unhealthy else None, start=start, end=end,
         gpus_per_node=_gpus_per_node(pods), job_name=scheduler_job_name(owner.get("name") or name))
-    return Workload(ns, name, owner.get("kind"), owner.get("name"), ctx, placements)
+    from attribution.scope.kubeevidence import kubernetes_observations
+
+    return Workload(ns, name, owner.get("kind"), owner.get("name"), ctx, placements,
+                    tuple(kubernetes_observations(ctx, workload, pods)))
 
 
 def kubectl_base(settings: KubernetesSettings) -> list[str]:
@@ -262,5 +269,5 @@ def pod_selector(owner_kind: str | None, owner_name: str | None, selectors: Mapp
     return Template(str(selectors[owner_kind])).safe_substitute(name=owner_name)
 
 
-__all__ = ["PodPlacement", "Workload", "parse_workload_ref", "parse_pods", "placement", "tas_hostnames",
+__all__ = ["PodPlacement", "Workload", "parse_workload_ref", "object_time", "parse_pods", "placement", "tas_hostnames",
            "job_state", "workload_context", "pod_selector", "kubectl_base"]

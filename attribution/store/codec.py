@@ -13,10 +13,15 @@ from attribution.model import Event
 def fingerprint(cluster: str, ev: Event, scope: str = "") -> bytes:
     """Identity of a fault event: (cluster, node, source, time, kind, normalized message), plus the job and the
     line's location for job-scoped lines (a job's output belongs to that job only)."""
-    t = ev.time.isoformat() if ev.time else ""
-    parts = [cluster, ev.node or "", ev.source, t, ev.kind, ev.message]
+    return fingerprint_of(cluster, ev.node, ev.source, ev.time, ev.kind, ev.message, scope, ev.location)
+
+
+def fingerprint_of(cluster: str, node: str | None, source: str, time, kind: str, message: str, scope: str = "",
+                   location: str = "") -> bytes:
+    """`fingerprint` from the parts it reads (what a stored row holds: store.redact recomputes it)."""
+    parts = [cluster, node or "", source, time.isoformat() if time else "", kind, message]
     if scope:
-        parts += [scope, ev.location]
+        parts += [scope, location]
     return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).digest()[:16]
 
 

@@ -70,6 +70,8 @@ DISTRIBUTION: dict[str, tuple[str, str | None] | None] = {
     "node_resumes": None,
     "alert_cursors": None,
     "alert_keys": None,
+    "kueue_watch_bookmarks": None,
+    "kueue_watch_attempts": None,
 }
 
 
@@ -477,3 +479,37 @@ class JobEvidence(Base):
 
 
 __all__ += ["JobEvidence"]
+
+
+class KueueWatchBookmark(Base):
+    """How far `attribution watch kueue` has seen a watched collection: the resourceVersion up to which every
+    change was handled (a failed run stored), per cluster and collection (`workloads.kueue.x-k8s.io/v1beta2`)."""
+
+    __tablename__ = "kueue_watch_bookmarks"
+
+    cluster: Mapped[str] = mapped_column(Text, primary_key=True)
+    resource: Mapped[str] = mapped_column(Text, primary_key=True)
+    resource_version: Mapped[str] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+
+
+class KueueWatchAttempt(Base):
+    """One run of a Kueue workload whose verdict is stored: its UID and how the run ended (`attempt_key`: the
+    ending condition, its reason and time), the attempt's number among the workload's and the job it is."""
+
+    __tablename__ = "kueue_watch_attempts"
+    __table_args__ = (PrimaryKeyConstraint("cluster", "workload_uid", "attempt_key"),)
+
+    cluster: Mapped[str] = mapped_column(Text)
+    workload_uid: Mapped[str] = mapped_column(Text)
+    attempt_key: Mapped[str] = mapped_column(Text)
+    attempt: Mapped[int] = mapped_column(Integer)
+    namespace: Mapped[str] = mapped_column(Text)
+    name: Mapped[str] = mapped_column(Text)
+    job_id: Mapped[str] = mapped_column(Text)
+    outcome: Mapped[str | None] = mapped_column(Text)
+    ended_at: Mapped[datetime | None] = mapped_column(TS)
+    stored_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+
+
+__all__ += ["KueueWatchBookmark", "KueueWatchAttempt"]

@@ -32,8 +32,7 @@ from sqlalchemy import create_engine, text
 
 from attribution.node import spool
 from attribution.cli import main
-from attribution.config import Settings, parse_settings
-from attribution.node.epilog import HookReport, payload, store_or_spool
+from attribution.config import parse_settings
 from attribution.errors import ConfigError
 from attribution.fleetgen import GeneratedJob, write_bundle
 from attribution.pipeline.diagnose import diagnose_bundle
@@ -41,6 +40,8 @@ from attribution.reports.render import verdict_to_dict
 from attribution.scope.bundle import load_context
 
 from tests.conftest import INCIDENTS
+from tests.harness.documents import documents
+from tests.harness.hooknode import Node
 from tests.harness.pg import free_port
 from tests.harness.service import start_service, write_tokens
 
@@ -89,24 +90,21 @@ def http(service):
 # -- helpers ----------------------------------------------------------------------------------------------------------
 
 def pieces(ruleset, bundle: Path) -> list[dict]:
-    """The payloads the hooks would send for a bundle: one per node (its own kernel and Fabric Manager events,
-    a provisional context with state unknown), and the controller's (the job output and the final context).
-    Same split as tests/store/test_store.py."""
-    ctx = load_context(bundle / "context.yaml")
-    d = diagnose_bundle(ruleset, bundle)
-    node_ctx = type(ctx)(cluster=ctx.cluster, job_id=ctx.job_id, nodes=ctx.nodes, state="UNKNOWN",
-                         start=ctx.start + timedelta(seconds=3), end=ctx.end + timedelta(seconds=1),
-                         boot_time=ctx.boot_time, timezone=ctx.timezone)
-    out = []
-    node_sources = ("kernel", "fabricmanager", "node")
-    for node in ctx.nodes:
-        evs = [e for e in d.events if e.node == node and e.source in node_sources]
-        cov = [c for c in d.coverage if c.node == node and c.source in node_sources]
-        out.append(payload(node_ctx, evs, cov, "node"))
-    evs = [e for e in d.events if e.source in ("job", "scheduler")]
-    cov = [c for c in d.coverage if c.source == "job"]
-    out.append(payload(ctx, evs, cov, "controller"))
-    return out
+    """The observation documents the hooks would send for a bundle: one per node (made by the node collector's
+    code from its folder) and the controller's (tests/harness/documents.py)."""
+    return documents(ruleset, bundle)
+
+
+def job_of(doc: dict) -> tuple[str, str]:
+    if doc["reporter"]["role"] == "controller":
+        return doc["context"]["cluster"], doc["context"]["job_id"]
+    return doc["cluster"], doc["slurm"]["SLURM_JOB_ID"]
+
+
+def decision(v: dict) -> dict:
+    """What a verdict decides (the rest counts what the store holds: tests/pipeline/test_intake.py compares it
+    with the bundle stored whole)."""
+    return {k: v[k] for k in ("outcome", "confidence", "action", "culprits", "root_cause")}
 
 
 def whole_verdict(ruleset, bundle: Path) -> dict:
@@ -196,10 +194,7 @@ ENDPOINTS = [
 
 def _request(http, method, path, headers, ruleset=None):
     if path == "/v1/observations":
-        body = {"type": "ingest", "source": "node", "events": [], "coverage": [],
-                "context": {"cluster": "authc", "job_id": "1", "nodes": ["n1"], "state": "FAILED",
-                            "start": "2026-01-05T10:00:00Z", "end": "2026-01-05T11:00:00Z"}}
-        return http.post(path, json=body, headers=headers)
+        return http.post(path, json=_doc(cluster="authc"), headers=headers)
     if path.endswith("/context"):
         return http.post(path, json={"nodes": ["n1"], "state": "FAILED", "start": "2026-01-05T10:00:00Z",
                                      "end": "2026-01-05T11:00:00Z"}, headers=headers)
@@ -242,43 +237,54 @@ def test_an_unauthenticated_request_is_refused_before_its_body_is_read(http):
 
 GOOD_CONTEXT = {"cluster": "bad", "job_id": "7", "nodes": ["n1", "n2"], "state": "FAILED",
                 "start": "2026-02-02T10:00:00Z", "end": "2026-02-02T11:00:00Z"}
-GOOD_EVENT = {"kind": "gpu_fallen_off_bus", "role": "cause", "rule": "kernel.xid", "source": "kernel",
-              "location": "kernel:1", "line": "NVRM: Xid (PCI:0000:3b:00): 79", "message": "xid 79",
-              "node": "n1", "gpu": "0000:3b:00", "code": 79, "time": "2026-02-02T10:30:00Z"}
+XID_LINE = "[Mon Feb  2 10:30:00 2026] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus."
 
 
-def _batch(**over) -> dict:
-    d = {"type": "ingest", "source": "node", "context": dict(GOOD_CONTEXT), "events": [dict(GOOD_EVENT)],
-         "coverage": [{"source": "kernel", "node": "n1", "status": "ok", "lines": 10}]}
+def _doc(**over) -> dict:
+    """A node's observation document (node/document.py) of job bad/7 on n1, with one kernel line kept."""
+    d = {"format": "attribution.observations/1",
+         "reporter": {"role": "node", "name": "n1", "agent": "test", "filter": None}, "cluster": "bad",
+         "slurm": {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n1", "SLURM_NODELIST": "n[1-2]",
+                   "SLURM_JOB_EXIT_CODE2": "1:0", "SLURM_JOB_START_TIME": "1770026400",
+                   "SLURM_JOB_END_TIME": "1770030000"},
+         "times": {"now": 1770030001.0, "prolog_start": None, "boot": None, "lookback": 86400, "zone": "UTC"},
+         "logs": [{"source": "kernel", "origin": "/var/log/kern.log", "status": "ok", "lines": 10, "bytes": 900,
+                   "blocks": [[3, [XID_LINE]]], "cut": False}]}
     d.update(over)
     return d
 
 
+def _log(**over) -> dict:
+    return dict(_doc()["logs"][0], **over)
+
+
 MALFORMED_BATCHES = {
-    "not JSON": b"{\"type\": ",
+    "not JSON": b"{\"format\": ",
     "a list": b"[1, 2]",
-    "NaN code": json.dumps(_batch()).replace('"code": 79', '"code": NaN').encode(),
+    "NaN time": json.dumps(_doc()).replace('"now": 1770030001.0', '"now": NaN').encode(),
     "deeply nested": b"[" * 100000 + b"]" * 100000,
-    "no context": _batch(context=None),
-    "context without nodes": _batch(context={"cluster": "bad", "job_id": "7"}),
-    "an unknown field": _batch(extra=1),
-    "unknown payload type": _batch(type="delete"),
-    "unknown source": _batch(source="root"),
-    "a role that is not one": _batch(events=[dict(GOOD_EVENT, role="boss")]),
-    "NUL in a line": _batch(events=[dict(GOOD_EVENT, line="a\u0000b")]),
-    "a lone surrogate": json.dumps(_batch(events=[dict(GOOD_EVENT, line="\ud800")])).encode(),
-    "a code past int32": _batch(events=[dict(GOOD_EVENT, code=2**40)]),
-    "a time that is not one": _batch(events=[dict(GOOD_EVENT, time="yesterday")]),
-    "a time in year 1": _batch(events=[dict(GOOD_EVENT, time="0001-01-01T00:00:00+01:00")]),
-    "a time in year 9999": _batch(events=[dict(GOOD_EVENT, time="9999-12-31T23:59:59Z")]),
-    "end before start": _batch(context=dict(GOOD_CONTEXT, end="2026-02-01T00:00:00Z")),
-    "an unknown time zone": _batch(context=dict(GOOD_CONTEXT, timezone="Mars/Olympus")),
-    "a hostlist to expand": _batch(context=dict(GOOD_CONTEXT, nodes=["n[1-99999]"])),
-    "an event without kind": _batch(events=[{k: v for k, v in GOOD_EVENT.items() if k != "kind"}]),
-    "coverage with a bad status": _batch(coverage=[{"source": "kernel", "status": "great"}]),
-    "negative tasks per node": _batch(context=dict(GOOD_CONTEXT, tasks_per_node=-1)),
-    "fields with a NaN": json.dumps(_batch(events=[dict(GOOD_EVENT, fields={"x": 1})])).replace(
-        '"x": 1', '"x": NaN').encode(),
+    "no format": {k: v for k, v in _doc().items() if k != "format"},
+    "an old agent's report": {"type": "ingest", "source": "node", "context": GOOD_CONTEXT, "events": []},
+    "an unknown role": _doc(reporter={"role": "boss", "name": "n1"}),
+    "no reporter name": _doc(reporter={"role": "node"}),
+    "a reporter name with a slash": _doc(reporter={"role": "node", "name": "a/b"}),
+    "an unknown Slurm value": _doc(slurm=dict(_doc()["slurm"], LD_PRELOAD="x")),
+    "no job id": _doc(slurm={"SLURMD_NODENAME": "n1"}),
+    "another node's name in the environment": _doc(slurm=dict(_doc()["slurm"], SLURMD_NODENAME="n2")),
+    "job output from a node": _doc(logs=[_log(source="job")]),
+    "observations from a node": _doc(observations=[{"source": "job"}]),
+    "a status that is not one": _doc(logs=[_log(status="great")]),
+    "NUL in a line": _doc(logs=[_log(blocks=[[3, ["a\u0000b"]]])]),
+    "a newline in a line": _doc(logs=[_log(blocks=[[3, ["a\nb"]]])]),
+    "a line too long": _doc(logs=[_log(blocks=[[3, ["x" * 9000]]])]),
+    "blocks out of order": _doc(logs=[_log(blocks=[[5, ["a", "b"]], [6, ["c"]]])]),
+    "an empty block": _doc(logs=[_log(blocks=[[5, []]])]),
+    "a lone surrogate": json.dumps(_doc(logs=[_log(blocks=[[3, ["\ud800"]]])])).encode(),
+    "a time in year 9999": _doc(times=dict(_doc()["times"], now=253402300799.0)),
+    "an unknown time zone": _doc(times=dict(_doc()["times"], zone="Mars/Olympus")),
+    "a hostlist to expand": _doc(slurm=dict(_doc()["slurm"], SLURM_NODELIST="n[1-99999999]")),
+    "an unknown snapshot file": _doc(counters={"prolog": {"evil.sh": "x"}}),
+    "too many logs": _doc(logs=[_log()] * 20),
 }
 
 
@@ -293,7 +299,7 @@ def test_malformed_observation_batches_get_a_4xx_with_a_message(http, service, n
 
 
 def test_a_body_without_a_json_content_type_is_refused_with_a_message(http, service):
-    r = http.post("/v1/observations", content=json.dumps(_batch()).encode(),
+    r = http.post("/v1/observations", content=json.dumps(_doc()).encode(),
                   headers={**service.auth("report"), "Content-Type": "text/plain"})
     assert r.status_code == 422 and "application/json" in r.json()["message"]
 
@@ -304,17 +310,16 @@ def test_a_body_that_is_empty_or_not_json_is_refused_with_a_message(http, servic
     for path in ("/v1/observations", "/v1/jobs/bad/7/context"):
         r = http.post(path, content=b"", headers=rep)
         assert r.status_code == 422 and r.json()["message"] == "body: Field required", r.text
-        r = http.post(path, content=b'{"events": [1, ', headers=rep)
-        assert r.status_code == 422 and r.json()["message"].startswith("body: not valid JSON ("), r.text
+        r = http.post(path, content=b'{"logs": [1, ', headers=rep)
+        assert r.status_code == 422 and "JSON" in r.json()["message"], r.text
         r = http.post(path, content=b'{"nodes": ["n1"]}', headers=service.auth("report"))  # no Content-Type
         assert r.status_code == 422 and "application/json" in r.json()["message"], r.text
-    r = http.post("/v1/observations", content=json.dumps(_batch(events=[dict(GOOD_EVENT, code="x")])).encode(),
-                  headers=rep)
-    assert r.status_code == 422 and r.json()["message"].startswith("events.0.code: "), r.text
+    r = http.post("/v1/observations", content=json.dumps(_doc(logs=[_log(status="great")])).encode(), headers=rep)
+    assert r.status_code == 422 and r.json()["message"].startswith("report: logs[0].status: "), r.text
 
 
 def test_a_body_over_the_limit_is_refused_with_413_declared_or_streamed(http, service):
-    big = _batch(events=[dict(GOOD_EVENT, line="x" * 1000, location=f"k:{i}") for i in range(9000)])
+    big = _doc(logs=[_log(blocks=[[1, ["x" * 1000] * 9000]])])
     r = post(http, service, big)
     assert r.status_code == 413 and "limit" in r.json()["message"]
 
@@ -427,14 +432,14 @@ def test_schema_driven_requests_never_get_a_5xx(api_schema, service, method, pat
 
 # -- reporting --------------------------------------------------------------------------------------------------------
 
-def test_posting_the_same_batch_twice_changes_nothing(http, service, ruleset, db):
+def test_posting_the_same_document_twice_changes_nothing(http, service, ruleset, db):
     data = pieces(ruleset, INCIDENTS / "03-xid94-contained-ecc")[0]
     first = post(http, service, data)
     assert first.status_code == 200, first.text
-    before = job_counts(db, data["context"]["cluster"], data["context"]["job_id"])
+    before = job_counts(db, *job_of(data))
     again = post(http, service, data).json()
     assert again["new_events"] == 0 and again["linked_events"] == 0 and again["verdict_changed"] is False
-    assert job_counts(db, data["context"]["cluster"], data["context"]["job_id"]) == before
+    assert job_counts(db, *job_of(data)) == before
 
 
 @pytest.mark.parametrize("bundle", ["01-xid79-fallen-off-bus", "04-xid74-nvlink", "05-nvswitch-fatal-sxid",
@@ -446,8 +451,7 @@ def test_a_job_reported_by_its_hooks_through_the_service_gets_the_diagnose_verdi
     for data in parts[1:] + parts[:1]:  # in an order other than the bundle's
         r = post(http, service, data)
         assert r.status_code == 200, r.text
-    ctx = parts[-1]["context"]
-    assert verdict_of(http, service, ctx["cluster"], ctx["job_id"]) == whole_verdict(ruleset, path)
+    assert decision(verdict_of(http, service, *job_of(parts[-1]))) == decision(whole_verdict(ruleset, path))
 
 
 def test_the_controller_context_alone_then_the_nodes_end_with_the_diagnose_verdict(http, service, ruleset):
@@ -459,8 +463,7 @@ def test_the_controller_context_alone_then_the_nodes_end_with_the_diagnose_verdi
     assert r.status_code == 200, r.text
     for data in parts:
         assert post(http, service, data).status_code == 200
-    assert verdict_of(http, service, ctrl["context"]["cluster"], ctrl["context"]["job_id"]) == \
-        whole_verdict(ruleset, path)
+    assert decision(verdict_of(http, service, *job_of(ctrl))) == decision(whole_verdict(ruleset, path))
 
 
 def test_a_node_fail_context_alone_names_the_failed_node(http, service):
@@ -533,7 +536,7 @@ def test_200_node_reports_posted_at_once_give_one_consistent_verdict_and_lose_no
     bundle = big_job_bundle(tmp_path)
     parts = pieces(ruleset, bundle)
     nodes, controller = parts[:-1], parts[-1]
-    assert len(nodes) == 200 and all(p["events"] for p in nodes)
+    assert len(nodes) == 200 and all(p["logs"][0]["blocks"] for p in nodes)
 
     def send(data):
         with httpx.Client(base_url=service.url, timeout=120) as c:
@@ -544,87 +547,63 @@ def test_200_node_reports_posted_at_once_give_one_consistent_verdict_and_lose_no
     assert [a.status_code for a in answers if a.status_code != 200] == []
     d = diagnose_bundle(ruleset, bundle)
     with httpx.Client(base_url=service.url, timeout=60) as c:
-        assert verdict_of(c, service, "demo", "777001") == verdict_to_dict(d.verdict)
+        assert decision(verdict_of(c, service, "demo", "777001")) == decision(verdict_to_dict(d.verdict))
     counts = job_counts(db, "demo", "777001")
-    assert counts == {"jobs": 1, "events": len(d.events), "coverage": len(d.coverage)}
-    assert sum(a.json()["linked_events"] for a in answers) == len(d.events)
+    assert counts["jobs"] == 1 and counts["coverage"] == len(d.coverage)
+    assert sum(a.json()["linked_events"] for a in answers) == counts["events"]
 
 
 # -- the hooks report through the service -----------------------------------------------------------------------------
 
-def hook_settings(tmp_path: Path, service_url: str, token: str, mode: int = 0o600) -> Settings:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    token_file = tmp_path / "report.token"
-    token_file.write_text(token + "\n")
-    token_file.chmod(mode)
-    return replace(Settings(home=tmp_path / "home"), service_url=service_url, service_token_file=str(token_file))
+@pytest.fixture
+def hook_node(tmp_path, service):
+    made = []
+
+    def make(job_id: str, url: str | None = None, token: str | None = None) -> Node:
+        n = Node(tmp_path / f"n{len(made)}", url or service.url, token or service.tokens["report"], job_id)
+        made.append(n)
+        return n
+    yield make
+    for n in made:
+        n.close()
 
 
-def _model_pieces(ruleset, bundle: Path):
-    from attribution.serialize import context_from_json, coverage_from_json, event_from_json
-
-    for data in pieces(ruleset, bundle):
-        yield (context_from_json(data["context"]), [event_from_json(e) for e in data["events"]],
-               [coverage_from_json(c) for c in data["coverage"]], data["source"])
-
-
-def _no_database():
-    raise AssertionError("the hook opened the database although service_url is set")
-
-
-def test_hooks_store_through_the_service_when_service_url_is_set(http, service, ruleset, tmp_path):
-    path = INCIDENTS / "02-xid48-dbe-ecc-xid31"
-    settings = hook_settings(tmp_path, service.url, service.tokens["report"])
-    for ctx, evs, cov, source in _model_pieces(ruleset, path):
-        report = HookReport(source, ctx.job_id)
-        store_or_spool(ruleset, _no_database, settings, ctx, evs, cov, source, time.monotonic() + 10, report)
-        assert report.stored and report.spooled is None and report.error is None
-    ctx = load_context(path / "context.yaml")
-    assert verdict_of(http, service, ctx.cluster, ctx.job_id) == whole_verdict(ruleset, path)
+def test_a_node_reports_through_the_service_and_the_job_is_stored(http, service, hook_node):
+    n = hook_node("99001")
+    _, r = n.epilog()
+    assert "stored" in r.stdout and n.spooled() == [], r.stdout + r.stderr
+    assert verdict_of(http, service, "hard", "99001")["outcome"] == "gpu_hardware"
 
 
 @pytest.mark.slow
-def test_hooks_spool_when_the_service_is_away_and_spool_flush_replays_to_it(http, service, ruleset, tmp_path):
-    path = INCIDENTS / "12-lustre-eviction-io-error"
-    away = hook_settings(tmp_path, f"http://127.0.0.1:{free_port()}", service.tokens["report"])
+def test_nodes_spool_when_the_service_is_away_and_spool_flush_sends_to_it(http, service, hook_node):
+    n = hook_node("99002", url=f"http://127.0.0.1:{free_port()}")
     t0 = time.monotonic()
-    for ctx, evs, cov, source in _model_pieces(ruleset, path):
-        report = HookReport(source, ctx.job_id)
-        store_or_spool(ruleset, _no_database, away, ctx, evs, cov, source, time.monotonic() + 3, report)
-        assert not report.stored and report.spooled is not None and "ServiceError" in report.error
-    assert time.monotonic() - t0 < 20  # within the hooks' deadlines
-    n = len(spool.pending(away.spool))
-    assert n == len(load_context(path / "context.yaml").nodes) + 1
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({"home": str(away.home), "service_url": service.url,
-                                      "service_token_file": away.service_token_file}))
-    r = CliRunner().invoke(main, ["--config", str(config), "spool", "flush"])
-    assert r.exit_code == 0, r.output
-    assert f"replayed {n}, left 0" in r.output
-    ctx = load_context(path / "context.yaml")
-    assert verdict_of(http, service, ctx.cluster, ctx.job_id) == whole_verdict(ruleset, path)
+    _, r = n.epilog(budget=5)
+    assert "spooled to" in r.stdout and "error:" in r.stdout, r.stdout
+    assert time.monotonic() - t0 < 20  # within the hook's deadline
+    n.write_hook_env(url=service.url)
+    r = n.flush()
+    assert r.returncode == 0 and "sent 1, left 0" in r.stdout, r.stdout + r.stderr
+    assert verdict_of(http, service, "hard", "99002")["outcome"] == "gpu_hardware"
 
 
-def test_hooks_spool_rather_than_use_a_token_others_can_read_or_a_wrong_token(service, ruleset, tmp_path):
-    ctx, evs, cov, source = next(_model_pieces(ruleset, INCIDENTS / "09-slurm-timeout-no-fault"))
+def test_a_node_spools_rather_than_use_a_token_others_can_read_or_a_wrong_token(service, hook_node):
     for i, (token, mode) in enumerate(((service.tokens["report"], 0o644), ("f" * 48, 0o600),
                                        (service.tokens["read"], 0o600))):
-        settings = hook_settings(tmp_path / str(i), service.url, token, mode)
-        report = HookReport(source, ctx.job_id)
-        store_or_spool(ruleset, _no_database, settings, ctx, evs, cov, source, time.monotonic() + 5, report)
-        assert not report.stored and report.spooled is not None, report.line()
+        n = hook_node(f"9901{i}", token=token)
+        n.token_file.chmod(mode)
+        _, r = n.epilog(budget=5)
+        assert "stored" not in r.stdout and (n.spooled() or list((n.spool_dir / "bad").glob("*.spool"))), r.stdout
 
 
-def test_a_spooled_payload_the_service_refuses_for_good_is_moved_aside(service, tmp_path):
-    settings = hook_settings(tmp_path, service.url, service.tokens["report"])
-    spool.write(settings.spool, {"type": "ingest", "source": "node", "context": {"cluster": "x"}})
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({"home": str(settings.home), "service_url": service.url,
-                                      "service_token_file": settings.service_token_file}))
-    r = CliRunner().invoke(main, ["--config", str(config), "spool", "flush"])
-    assert r.exit_code == 0, r.output
-    assert spool.pending(settings.spool) == []
-    reasons = list((settings.spool / "bad").glob("*.reason"))
+def test_a_spooled_document_the_service_refuses_for_good_is_set_aside(service, hook_node):
+    n = hook_node("99020")
+    spool.write(n.spool_dir, {"format": "attribution.observations/1", "reporter": {"role": "node", "name": "n1"}})
+    r = n.flush()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert n.spooled() == []
+    reasons = list((n.spool_dir / "bad").glob("*.reason"))
     assert len(reasons) == 1 and "HTTP 422" in reasons[0].read_text()
 
 

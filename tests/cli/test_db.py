@@ -137,3 +137,42 @@ def test_a_folder_the_server_user_cannot_enter_is_refused_not_chmodded(tmp_path)
     assert os.stat(tmp_path.parent.parent).st_mode == before
 
 
+def test_db_redact_counts_per_kind_dry_then_for_real_then_nothing(pg_url, tmp_path):
+    """`db redact` on jobs a pack without redactions stored: `--dry-run --json` counts and changes nothing, the
+    run redacts and prints its counts per kind, a second run finds nothing; `rules suggest` never showed the
+    secrets, even before (it redacts the kept lines it reads)."""
+    import json
+
+    from click.testing import CliRunner
+    from sqlalchemy import create_engine
+
+    from attribution.cli import main
+
+    from tests.harness.secrets_case import CASE, leaked, pack_without_redactions, stored_text
+
+    env = {"ATTRIBUTION_DATABASE_URL": pg_url}
+    old = str(pack_without_redactions(tmp_path))
+    assert CliRunner().invoke(main, ["--rules", old, "ingest", str(CASE)], env=env).exit_code == 0
+    engine = create_engine(pg_url)
+    try:
+        assert "s3cret" in leaked(stored_text(engine))
+        r = CliRunner().invoke(main, ["rules", "suggest", "--min-jobs", "1", "--json"], env=env)
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["templates"] and leaked(r.stdout) == []
+        r = CliRunner().invoke(main, ["db", "redact", "--dry-run", "--json"], env=env)
+        assert r.exit_code == 0, r.output
+        dry = json.loads(r.stdout)
+        assert dry["dry_run"] and dry["events"]["changed"] > 0 and dry["kinds"]["url_password"] > 0
+        assert "s3cret" in leaked(stored_text(engine))
+        r = CliRunner().invoke(main, ["db", "redact", "--batch", "5"], env=env)
+        assert r.exit_code == 0, r.output
+        lines = r.stdout.splitlines()
+        assert lines[0].startswith(f"events: redacted {dry['events']['changed']} of ")
+        assert lines[-1] == "spans: " + ", ".join(f"{k} {n}" for k, n in dry["kinds"].items())
+        assert leaked(stored_text(engine)) == []
+        r = CliRunner().invoke(main, ["db", "redact", "--json"], env=env)
+        again = json.loads(r.stdout)
+        assert again["kinds"] == {} and again["events"]["changed"] == again["verdicts"]["changed"] == 0
+        assert CliRunner().invoke(main, ["db", "redact", "--batch", "0"], env=env).exit_code == 2
+    finally:
+        engine.dispose()

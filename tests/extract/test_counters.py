@@ -236,21 +236,14 @@ def _lib_value(name: str) -> str:
     return m.group(1)
 
 
-#: XML elements the counter rules read that hooks/lib.sh ATTRIBUTION_SMI_TAGS does not compare yet: the DTD v13
-#: repair flags (the hooks are being rewritten; the rewrite adds them). Named so that this test says exactly what
-#: is missing, and fails once the hooks hold one of them (then it leaves this set).
-NOT_YET_IN_HOOKS = {"channel_repair_pending", "tpc_repair_pending", "unrepairable_memory"}
-
-
 def test_the_hooks_compare_every_counter_a_rule_reads(ruleset):
     w = watched(ruleset)
     ib = set(_lib_value("ATTRIBUTION_IB_COUNTERS").split())
     assert w["ib_port"] <= ib, w["ib_port"] - ib
     tags = set(_lib_value("ATTRIBUTION_SMI_TAGS").split("|"))
-    assert not NOT_YET_IN_HOOKS & tags, "the hooks compare these now: take them out of NOT_YET_IN_HOOKS"
     for counter in w["gpu"]:
         assert xml_tags_of(counter), f"{counter}: no XML element known for it"
-        assert set(xml_tags_of(counter)) & (tags | NOT_YET_IN_HOOKS), counter
+        assert set(xml_tags_of(counter)) & tags, counter
     assert w["pci"] <= {"aer_dev_fatal", "aer_dev_nonfatal"}  # the files the hooks grep
 
 

@@ -39,7 +39,7 @@ SUBMITTER = "attribution_submitter"
 #: for replay, 0007 event_jobs, 0012 failed_root_series; 0019 dropped verdict_symptoms (the roles are on the verdict).
 INGEST_TABLES = {"jobs", "events", "job_events", "verdicts", "coverage", "fault_weeks",
                  "rule_packs", "fault_series", "failed_roots", "device_counters", "job_evidence", "event_jobs",
-                 "failed_root_series"}
+                 "failed_root_series", "kueue_watch_bookmarks", "kueue_watch_attempts"}
 UTC = timezone.utc
 
 

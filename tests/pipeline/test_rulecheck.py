@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from attribution.pipeline.rulecheck import _value_matches, events_for_line
+from attribution.pipeline.rulecheck import _value_matches, check_ignore, check_pack, events_for_line
 from attribution.rulepack.load import load_rules
 
 from tests.conftest import ROOT
@@ -15,6 +15,7 @@ from tests.conftest import ROOT
 _RS = load_rules(ROOT / "rules")
 MATCH = [(r.id, i, ex) for r in _RS.rules for i, ex in enumerate(r.examples)]
 NO_MATCH = [(r.id, i, r.source, line) for r in _RS.rules for i, line in enumerate(r.no_match)]
+IGNORES = [ig.id for ig in _RS.ignores]
 
 
 @pytest.mark.parametrize("rule_id,i,example", MATCH, ids=[f"{r}#{i}" for r, i, _ in MATCH])
@@ -50,3 +51,62 @@ def test_every_event_kind_of_the_spec_is_produced_by_some_rule_or_catalog():
             produced.add(e.kind)
             produced.update(v.kind for v in e.variants)
     assert spec_kinds <= produced, spec_kinds - produced
+
+
+@pytest.mark.parametrize("ignore_id", IGNORES)
+def test_an_ignore_entry_matches_its_error_looking_examples_no_rule_reads_and_none_of_its_near_misses(ruleset,
+                                                                                                     ignore_id):
+    (ig,) = [i for i in ruleset.ignores if i.id == ignore_id]
+    assert ig.examples and ig.no_match
+    assert check_ignore(ruleset, ig) == []
+
+
+HOOKS = ROOT / "hooks" / "suspicious.patterns"
+
+
+def _pack_with_ignore(tmp_path, entry: dict):
+    import shutil
+
+    import yaml
+
+    from tests.conftest import ROOT
+
+    pack = tmp_path / "pack"
+    shutil.copytree(ROOT / "rules", pack)
+    (pack / "extra.yaml").write_text(yaml.safe_dump({"type": "rules", "rules": [{
+        "id": "job.extra_placeholder", "source": "job", "pattern": "placeholder fault 42", "kind": "nccl_error",
+        "examples": {"match": [{"line": "placeholder fault 42", "ref": "RECON test"}],
+                     "no_match": ["placeholder ok"]}}], "ignore": [entry]}, sort_keys=False, width=1000))
+    return pack
+
+
+def _entry(match: str, no_match: str, pattern: str = r"^Hint: rerun") -> dict:
+    return {"id": "job.ignore_test_hint", "source": "job", "description": "a test hint that says nothing",
+            "pattern": pattern, "examples": {"match": [{"line": match, "ref": "RECON test"}],
+                                             "no_match": [no_match]}}
+
+
+def test_rules_check_refuses_an_ignore_entry_whose_example_is_not_error_looking(tmp_path):
+    problems, _ = check_pack(_pack_with_ignore(tmp_path, _entry("Hint: rerun the job", "step 3")), HOOKS)
+    assert any("not error-looking" in p.message for p in problems), problems
+
+
+def test_rules_check_refuses_an_ignore_entry_that_hides_a_line_a_rule_reads(tmp_path):
+    entry = _entry("placeholder fault 42: error", "step 3 error", pattern="^placeholder fault")
+    problems, _ = check_pack(_pack_with_ignore(tmp_path, entry), HOOKS)
+    assert any("job.extra_placeholder matches its example" in p.message for p in problems), problems
+
+
+def test_rules_check_refuses_an_ignore_entry_matching_its_near_miss_or_missing_its_example(tmp_path):
+    entry = _entry("Hint: rerun after the error", "Hint: rerun failed", pattern="^Hint: rerun")
+    problems, _ = check_pack(_pack_with_ignore(tmp_path, entry), HOOKS)
+    assert [p.message for p in problems if "near-miss matches" in p.message], problems
+    entry = _entry("Hint: rerun after the error", "step 3", pattern="^Hint: do not")
+    problems, _ = check_pack(_pack_with_ignore(tmp_path / "b", entry), HOOKS)
+    assert [p.message for p in problems if "example does not match" in p.message], problems
+
+
+def test_a_good_ignore_entry_passes_rules_check(tmp_path):
+    problems, summary = check_pack(_pack_with_ignore(tmp_path, _entry("Hint: rerun after the error", "step 3")),
+                                   HOOKS)
+    assert problems == [] and "ignored line patterns" in summary

@@ -165,3 +165,42 @@ def test_a_rule_without_a_near_miss_is_refused_with_its_line(tmp_path):
     probs = _problems(d)
     assert any(x.startswith(f"{d}/local.yaml:7: rules/0/examples: 'no_match' is a required property") for x in probs)
     assert any(x.startswith(f"{d}/local.yaml:12: rules/1/examples/no_match: [] should be non-empty") for x in probs)
+
+
+def test_a_redaction_pattern_is_checked_like_a_rule_s(tmp_path):
+    """rules/redactions.yaml (type: redactions): RE2 only, the secret as the only capture, a span that is in its
+    line, ids unique across the pack: every problem with its line."""
+    d = _copy(tmp_path)
+    (d / "local.yaml").write_text(
+        "type: redactions\n"
+        "patterns:\n"
+        "  - id: redact.local.lookahead\n"
+        "    kind: local\n"
+        "    pattern: 'pass=(?!x)'\n"
+        "    examples: {redact: [{line: 'pass=y', span: y}], keep: [b]}\n"
+        "  - id: redact.local.groups\n"
+        "    kind: local\n"
+        "    pattern: '(?P<name>\\w+)=(?P<secret>\\S+)'\n"
+        "    examples: {redact: [{line: 'a=b', span: zz}], keep: [b]}\n"
+        "  - id: redact.password.bare\n"
+        "    kind: local\n"
+        "    pattern: 'x'\n"
+        "    examples: {redact: [{line: x, span: x}], keep: [b]}\n")
+    probs = "\n".join(_problems(d))
+    assert f"{d}/local.yaml:5: pattern rejected by RE2" in probs
+    assert f"{d}/local.yaml:9: a redaction pattern captures only (?P<secret>...), not name" in probs
+    assert f"{d}/local.yaml:10: the span is not in the line" in probs
+    assert "rule id 'redact.password.bare' already used" in probs
+
+
+def test_the_redactions_survive_the_compiled_cache(tmp_path):
+    """The node agent's cache (rulepack/cache.py) pickles the redactions with the pack: the same text comes out."""
+    from attribution.extract.redact import redact
+    from attribution.rulepack.cache import LazySet, cached_rules
+
+    first = cached_rules(ROOT / "rules", tmp_path / "cache")
+    again = cached_rules(ROOT / "rules", tmp_path / "cache")
+    assert isinstance(again.redactions.matcher, LazySet)  # read back from the cache, not loaded again
+    line = "password=hunter2 AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    assert redact(again.redactions, line) == redact(first.redactions, line) == (
+        "password=[redacted:password] AWS_SECRET_ACCESS_KEY=[redacted:aws_secret_access_key]")

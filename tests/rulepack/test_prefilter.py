@@ -90,3 +90,48 @@ def test_windows_are_cut_at_line_ends(ruleset):
     line = b"RuntimeError: CUDA error: an illegal memory access was encountered" + b"\t" * (1 << 20)
     block = filler + b"xxxx" + line + b"\n" + filler
     assert _lines(block, pf.find(block)) == {len(filler)}
+
+
+def test_a_prefilter_never_selects_a_line_its_unless_patterns_match():
+    """The error-looking filter's informational levels: a line an `unless` pattern matches is not selected,
+    with Hyperscan and with RE2, and the filter extended with a collector's structural patterns keeps them."""
+    pf = Prefilter([r"(?i:\bfail(ed|ure)?\b)"], unless=[r"\bNCCL INFO\b"])
+    block = (b"node1:1:2 [0] NCCL INFO Failed to open libibverbs.so[.1]\n"
+             b"node1:1:2 [0] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'\n"
+             b"step 3 ok\n")
+    warn = block.index(b"node1:1:2 [0] transport")
+    assert _lines(block, pf.find(block)) == {warn}
+    assert pf._hs is not None  # the Hyperscan path ran (test_hyperscan_is_the_engine_here)
+    tb = block + b"Traceback (most recent call last):\n"
+    assert _lines(tb, pf.extended([r"^Traceback"]).find(tb)) == {warn, len(block)}
+    assert _lines(block, Prefilter([r"(?i:\bfail(ed|ure)?\b)"]).find(block)) == {0, warn}  # without `unless`
+
+
+def test_the_cached_pack_keeps_the_error_looking_filters_informational_levels(tmp_path):
+    from attribution.rulepack import cache
+
+    from tests.conftest import ROOT
+
+    info = (b"gpu1:5:6 [0] NCCL INFO NET/Plugin : Plugin load returned 2 : libnccl-net.so: "
+            b"cannot open shared object file\n")
+    warn = b"gpu1:5:6 [0] misc/socket.cc:49 NCCL WARN socketProgress: failed\n"
+    cache.cached_rules(ROOT / "rules", tmp_path / "c")  # a miss: loads and writes
+    cached = cache.cached_rules(ROOT / "rules", tmp_path / "c")  # read back from the pickle
+    assert cached.errorlike.unless is not None
+    assert cached.errorlike.find(info) == []
+    assert _lines(warn, cached.errorlike.find(warn)) == {0}
+
+
+def test_threads_scanning_with_one_prefilter_at_once_each_get_every_hit(ruleset):
+    """The service parses reports in several threads with the pack's one prefilter per source: Hyperscan's scratch
+    space is per scan, so each thread has its own (a shared one fails with ScratchInUseError)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pf = ruleset.prefilter("kernel")
+    line = b"NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python3, GPU has fallen off the bus.\n"
+    block = (b"usb 1-1: quiet\n" * 200 + line) * 200
+    want = pf.find(block)
+    assert len(want) == 200
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: pf.find(block), range(64)))
+    assert all(g == want for g in got)

@@ -1,0 +1,68 @@
+"""node.logs: the lines of a log a node keeps (those holding a filter string, with their context, as numbered
+blocks) and the bounded reads of a log file from the prolog's offset."""
+
+from __future__ import annotations
+
+from attribution.node.logs import read_file, select_lines
+
+
+def _log(n: int, hits: dict[int, str]) -> bytes:
+    return "".join(f"{hits.get(i, f'line {i} quiet')}\n" for i in range(1, n + 1)).encode()
+
+
+def test_a_matching_line_is_kept_with_its_context_and_its_number():
+    blocks, total, cut = select_lines(_log(100, {50: "NVRM: Xid (PCI:0000:3b:00): 79"}), [b"NVRM: Xid"], context=3)
+    assert (total, cut) == (100, False)
+    assert blocks == [[47, [f"line {i} quiet" for i in (47, 48, 49)] + ["NVRM: Xid (PCI:0000:3b:00): 79"]
+                       + [f"line {i} quiet" for i in (51, 52, 53)]]]
+
+
+def test_close_matches_share_one_block_and_far_ones_get_their_own():
+    data = _log(100, {10: "a SXid x", 14: "b SXid y", 80: "c Link DOWN"})
+    blocks, _, _ = select_lines(data, [b"SXid", b"Link DOWN"], context=2)
+    assert [(b[0], len(b[1])) for b in blocks] == [(8, 9), (78, 5)]
+    assert blocks[0][1][2] == "a SXid x" and blocks[0][1][6] == "b SXid y" and blocks[1][1][2] == "c Link DOWN"
+
+
+def test_the_first_and_last_lines_and_a_missing_final_newline():
+    data = b"Link DOWN first\nquiet\nquiet\nquiet\nlast Link DOWN"
+    blocks, total, _ = select_lines(data, [b"Link DOWN"], context=1)
+    assert total == 5
+    assert blocks == [[1, ["Link DOWN first", "quiet"]], [4, ["quiet", "last Link DOWN"]]]
+    blocks, _, _ = select_lines(data[:-len(b"quiet\nlast Link DOWN")] + b"last Link DOWN", [b"Link DOWN"], context=1)
+    assert blocks == [[1, ["Link DOWN first", "quiet", "quiet", "last Link DOWN"]]]  # adjacent: one block
+
+
+def test_nothing_matching_keeps_nothing_and_the_numbers_count_from_first_line():
+    assert select_lines(_log(10, {}), [b"NVRM"]) == ([], 10, False)
+    blocks, _, _ = select_lines(b"x\nNVRM here\n", [b"NVRM"], first_line=41, context=0)
+    assert blocks == [[42, ["NVRM here"]]]
+
+
+def test_the_kept_bytes_are_bounded_and_say_so():
+    data = _log(10_000, {i: f"NVRM: Xid storm {i}" for i in range(1, 10_001)})
+    blocks, total, cut = select_lines(data, [b"NVRM"], max_bytes=10_000)
+    kept = sum(len(b[1]) for b in blocks)
+    assert cut and total == 10_000 and 0 < kept < 10_000
+    assert sum(len(x) + 1 for b in blocks for x in b[1]) <= 10_000
+
+
+def test_undecodable_bytes_are_replaced_not_fatal():
+    blocks, _, _ = select_lines(b"\xff\xfe NVRM: Xid 79\n", [b"NVRM"], context=0)
+    assert blocks == [[1, ["\ufffd\ufffd NVRM: Xid 79"]]]
+
+
+def test_a_log_file_is_read_from_the_prologs_offset_or_its_last_bytes(tmp_path):
+    f = tmp_path / "kern.log"
+    f.write_bytes(b"before the job\nduring the job\n")
+    data, how = read_file(str(f), len(b"before the job\n"), 1 << 20)
+    assert data == b"during the job\n" and how["status"] == "ok" and "job start" in how["notes"][0]
+    data, how = read_file(str(f), 0, 20)  # no offset: the last 20 bytes, from the first whole line in them
+    assert data == b"during the job\n" and "no job-start offset" in how["notes"][0]
+    assert read_file(str(tmp_path / "none"), 0, 10)[1] == {"status": "missing", "reason": "no file"}
+    assert read_file(str(tmp_path), 0, 10)[1]["status"] == "error"  # a folder is not a log
+
+
+def test_nul_bytes_in_a_kept_line_become_spaces():
+    blocks, _, _ = select_lines(b"\0\0NVRM: Xid 79\0tail\n", [b"NVRM"], context=0)
+    assert blocks == [[1, ["  NVRM: Xid 79 tail"]]]
