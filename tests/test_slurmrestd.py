@@ -150,7 +150,7 @@ def test_drain_apply_and_resume_through_slurmrestd_with_no_scontrol(restd, pg_ur
     from sqlalchemy import create_engine
 
     from attribution.pipeline.ingest import ingest
-    from attribution.rulepack.check import events_for_line
+    from attribution.pipeline.rulecheck import events_for_line
     from attribution.scope.bundle import parse_context
 
     now = datetime.now(timezone.utc).replace(microsecond=0)

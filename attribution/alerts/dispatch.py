@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 from sqlalchemy import Engine
 
 from attribution.alerts.messages import Alert, drain_alert, verdict_alert
-from attribution.alerts.settings import AlertSettings
 from attribution.alerts.sinks import SinkError, deliver
+from attribution.config.alerts import AlertSettings
 
 UTC = timezone.utc
 

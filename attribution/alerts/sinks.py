@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from attribution.alerts.messages import Alert
-from attribution.alerts.settings import SinkSettings
+from attribution.config.alerts import SinkSettings
 
 UTC = timezone.utc
 

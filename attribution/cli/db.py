@@ -16,41 +16,27 @@ from attribution.cli import main, ruleset_of, settings_of
 @contextlib.contextmanager
 def open_store(ctx: click.Context | None, auto_migrate: bool = True, pool_size: int | None = None,
                settings=None, application_name: str = "attribution", deadline: float | None = None):
-    """An engine on the configured database, or on the embedded one (started for this command and stopped after
-    the last command using it, unless `attribution db start` keeps it running)."""
-    from attribution.store import db as storedb
-    from attribution.store import migrate
-    from attribution.store.lease import embedded_lease
+    """store.open.open_store with the command's settings, and the rule pack's drain policy for an embedded
+    database that has none."""
+    from attribution.store.open import open_store as store_open
 
-    settings = settings or settings_of(ctx)
-    started = embedded_lease(settings) if not settings.database.url else contextlib.nullcontext(
-        storedb.resolve_target(settings))
-    with started as target:
-        engine = storedb.make_engine(target, settings, pool_size=pool_size, application_name=application_name,
-                                     deadline=deadline)
-        try:
-            if target.embedded and auto_migrate:
-                migrate.upgrade(engine)
-                ensure_drain_policy(ctx, engine)
-            yield engine
-        finally:
-            engine.dispose()
+    with store_open(settings or settings_of(ctx), auto_migrate=auto_migrate, pool_size=pool_size,
+                    application_name=application_name, deadline=deadline,
+                    drain_policy=_drain_policy(ctx)) as engine:
+        yield engine
 
 
-def ensure_drain_policy(ctx: click.Context | None, engine) -> None:
-    """A database without a drain policy gets the rule pack's (rules/drain-policy.yaml), so the drain_candidates
-    view answers from the first migration on; one already loaded (by `drain plan|apply`) is left as it is."""
-    from sqlalchemy import text
-
-    with engine.connect() as c:
-        if c.execute(text("SELECT EXISTS (SELECT 1 FROM attribution.drain_policies)")).scalar():
-            return
+def _drain_policy(ctx: click.Context | None):
+    """The rule pack's drain policy, read when asked for; None without a command (no rule pack to read)."""
     if ctx is None:
-        return
-    from attribution.drain.policy import load_policy
-    from attribution.store import drain as sd
+        return None
 
-    sd.load_policy(engine, load_policy(ruleset_of(ctx)))
+    def policy():
+        from attribution.drain.policy import load_policy
+
+        return load_policy(ruleset_of(ctx))
+
+    return policy
 
 
 @main.group()
@@ -64,10 +50,11 @@ def db_upgrade(ctx: click.Context) -> None:
     """Migrate the database to the newest schema (safe from many hosts at once)."""
     from attribution.store import make_partitions_ahead, migrate
     from attribution.store.db import describe
+    from attribution.store.open import ensure_drain_policy
 
     with open_store(ctx, auto_migrate=False) as engine:
         migrate.upgrade(engine)
-        ensure_drain_policy(ctx, engine)
+        ensure_drain_policy(engine, _drain_policy(ctx))
         made = make_partitions_ahead(engine)
         click.echo(f"{describe(engine.url)}: at revision {migrate.current(engine)}"
                    + (f"; {made} event partition(s) made ahead" if made else ""))

@@ -98,7 +98,7 @@ def rules_path(ctx: click.Context) -> None:
                    "beside the pack, when there is one).")
 def rules_check(directory: Path | None, hook_filter: Path | None) -> None:
     """Validate a rule pack; every problem printed as path:line: message; exit 1 if any."""
-    from attribution.rulepack.check import check_pack
+    from attribution.pipeline.rulecheck import check_pack
 
     problems, summary = check_pack(directory, hook_filter)
     for p in problems:

@@ -1,15 +1,20 @@
-"""`attribution drain plan|apply|resume|log`: nodes with real hardware faults out of the scheduler, safely."""
+"""`attribution drain plan|apply|resume|log|backtest`: nodes with real hardware faults out of the scheduler, safely."""
 
 from __future__ import annotations
 
 import json
 import os
 import pwd
+from datetime import datetime, timezone
+from pathlib import Path
 
 import click
 
 from attribution.cli import main, ruleset_of, settings_of
 from attribution.cli.db import open_store
+from attribution.cli.times import when
+
+UTC = timezone.utc
 
 
 def _policy(ctx):
@@ -50,7 +55,6 @@ def drain_plan(ctx: click.Context, cluster: str | None, as_of: str | None, as_js
     policy = _policy(ctx)
     with open_store(ctx) as engine:
         if as_of is not None:
-            from attribution.cli.replay import when
             from attribution.store.backtest import plan_as_of
 
             cands = plan_as_of(engine, policy, when("--as-of", as_of), cluster)
@@ -123,3 +127,60 @@ def drain_log(ctx: click.Context, cluster: str | None, limit: int) -> None:
         for a in sd.actions(engine, cluster, limit):
             click.echo(f"{a['at']:%Y-%m-%d %H:%M:%S}  {a['decision']:<8} {a['cluster']}/{a['node']:<16} "
                        f"{a['reason'] or ''}  {a['detail'] or ''}")
+
+
+def _policy_file(ctx: click.Context, path: Path | None):
+    """The drain policy of a file (drain-policy.yaml's format), checked with the rule pack in use; or the pack's."""
+    import shutil
+    import tempfile
+
+    from attribution.drain.policy import PolicyError, load_policy
+    from attribution.errors import InputError
+    from attribution.rulepack.load import load_rules
+
+    base = ruleset_of(ctx)
+    try:
+        if path is None:
+            return load_policy(base)
+        if not path.is_file():
+            raise InputError(str(path), "no such policy file")
+        with tempfile.TemporaryDirectory(prefix="attribution-policy-") as tmp:
+            pack = Path(tmp) / "rules"
+            shutil.copytree(base.root, pack)
+            for old in pack.rglob("*.yaml"):
+                if "type: drain_policy" in old.read_text(encoding="utf-8"):
+                    old.unlink()
+            shutil.copy(path, pack / "drain-policy.yaml")
+            return load_policy(load_rules(pack))
+    except PolicyError as exc:
+        raise InputError(str(path or "drain policy"), "; ".join(exc.problems)) from None
+
+
+@drain.command("backtest")
+@click.option("--policy", "policies", multiple=True, type=click.Path(path_type=Path),
+              help="A drain policy file (drain-policy.yaml's format); twice to compare two side by side "
+                   "(default: the rule pack's).")
+@click.option("--since", required=True, help="Start of the period (ISO 8601 or now-30d, ...).")
+@click.option("--until", default=None, help="End of the period (default: now).")
+@click.option("--cluster", default=None, help="Only this cluster.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def drain_backtest(ctx: click.Context, policies, since: str, until: str | None, cluster: str | None,
+                   as_json: bool) -> None:
+    """Replay drain policies over a past period: when each node would have been drained, the later failed jobs
+    (and GPU-hours) on it that would have been prevented, the node-hours it would have cost."""
+    from attribution.errors import InputError
+    from attribution.store.backtest import backtest, render_text
+
+    t1 = when("--since", since)
+    t2 = when("--until", until) or datetime.now(UTC)
+    if t2 <= t1:
+        raise InputError("--until", "must be after --since")
+    chosen = [(str(p), _policy_file(ctx, p)) for p in policies] or [("rules", _policy_file(ctx, None))]
+    with open_store(ctx) as engine:
+        results = backtest(engine, chosen, t1, t2, cluster)
+    if as_json:
+        click.echo(json.dumps({"since": t1.isoformat(), "until": t2.isoformat(),
+                               "policies": [b.to_dict() for b in results]}, indent=2))
+    else:
+        click.echo(render_text(results))

@@ -13,22 +13,11 @@ import click
 
 from attribution.cli import main
 from attribution.cli.db import open_store
+from attribution.cli.times import when
 from attribution.model import OUTCOMES as VERDICT_OUTCOMES
 
 UTC = timezone.utc
 OUTCOMES = ("failed",) + VERDICT_OUTCOMES
-
-
-def _when(option: str, value: str | None, now: datetime) -> datetime | None:
-    from attribution.errors import InputError
-    from attribution.timeparse import TimeError, parse_when
-
-    if value is None:
-        return None
-    try:
-        return parse_when(value, now)
-    except TimeError as exc:
-        raise InputError(option, str(exc)) from None
 
 
 def _short(value: str | None) -> str:
@@ -53,7 +42,7 @@ def jobs(ctx: click.Context, cluster, since, until, outcome, node, user, limit, 
 
     now = datetime.now(UTC)
     where = browse.JobFilter(cluster=cluster, outcome=outcome, node=node, user=user,
-                             since=_when("--since", since, now), until=_when("--until", until, now))
+                             since=when("--since", since, now), until=when("--until", until, now))
     with open_store(ctx) as engine, engine.connect() as conn:
         rows, nxt = browse.list_jobs(conn, where, limit)
     if as_json:
@@ -83,7 +72,7 @@ def show(ctx: click.Context, cluster: str, job_id: str, start: str | None, as_js
     from attribution.reports.render import render_document_text
     from attribution.store import reads
 
-    started = _when("--start", start, datetime.now(UTC))
+    started = when("--start", start, datetime.now(UTC))
     with open_store(ctx) as engine, engine.connect() as conn:
         doc = reads.current_verdict(conn, cluster, job_id, started)
     if doc is None:

@@ -12,21 +12,12 @@ import time
 from typing import Callable, Sequence
 
 from attribution.config import KubernetesSettings
-from attribution.scope.kueue import PodPlacement
+from attribution.scope.kueue import PodPlacement, kubectl_base
 from attribution.model import Coverage, ExecutionContext, Observation
-from attribution.collect.command import CommandResult, run_command
 from attribution.collect.joboutput import parse_job_output
 from attribution.collect.scan import Prefilter
 from attribution.collect.textio import Tapped
-
-
-def kubectl_base(settings: KubernetesSettings) -> list[str]:
-    argv = [settings.kubectl]
-    if settings.kubeconfig:
-        argv.append(f"--kubeconfig={settings.kubeconfig}")
-    if settings.context:
-        argv.append(f"--context={settings.context}")
-    return argv
+from attribution.command import CommandResult, run_command
 
 
 def logs_argv(settings: KubernetesSettings, namespace: str, pod: str, container: str, previous: bool) -> list[str]:
@@ -71,4 +62,4 @@ def collect_pod_logs(settings: KubernetesSettings, namespace: str, pods: Sequenc
     return obs, cov
 
 
-__all__ = ["kubectl_base", "logs_argv", "collect_pod_logs"]
+__all__ = ["logs_argv", "collect_pod_logs"]

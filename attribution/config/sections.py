@@ -17,7 +17,7 @@ from typing import Annotated, Any, Dict, Optional, Tuple
 from pydantic import BeforeValidator, ConfigDict, model_validator
 from pydantic.dataclasses import dataclass
 
-from attribution.alerts.settings import AlertSettings
+from attribution.config.alerts import AlertSettings
 
 #: the log sources a file or Loki stream may hold
 FILE_SOURCES = ("kernel", "fabricmanager", "node", "job")
@@ -374,7 +374,7 @@ class Settings:
     source: Optional[str] = None  # the file these settings came from
     connectors: ConnectorSettings = field(default_factory=ConnectorSettings)
     watch: WatchSettings = field(default_factory=WatchSettings)
-    #: the `alerts:` section (attribution.alerts.settings); None when the file has none
+    #: the `alerts:` section (attribution.config.alerts); None when the file has none
     alerts: Annotated[Optional[AlertSettings], BeforeValidator(lambda v: {} if v is None else v)] = None
 
     @model_validator(mode="before")

@@ -9,4 +9,7 @@
 | `controller` | the controller epilog's collection: the job's output and final state, as a document |
 | `live` | a job from its scheduler and the configured connectors (`diagnose --slurm-job`, `backfill`) |
 | `drain` | the drain plan, its application through Slurm, resumes |
+| `rederive` | a stored job's verdict re-derived with another rule pack, from its kept evidence |
+| `history` | the stored history replayed (`rules diff`), reattributed, and the lines no rule matches |
+| `rulecheck` | `rules check`: a pack's schema and semantics, every rule's examples through collect and extract |
 """

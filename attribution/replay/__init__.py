@@ -1,4 +1,4 @@
-"""History as a laboratory (docs/replay.md): the evidence kept for replay (`keep`), a stored job's verdict
-re-derived with another rule pack (`rederive`), what that changes (`diff`), applied to the stored history
-(`history`: rules diff, reattribute, the unmatched lines), and the templates of what no rule matches (`mine`,
-`suggest`)."""
+"""History as a laboratory (docs/replay.md): the evidence kept for replay (`keep`; `streams`: what the live
+connectors read; `bounds`: the per-job bounds), what a re-derived verdict changes (`diff`), and the templates of
+what no rule matches (`mine`, `suggest`). Re-deriving a stored job and applying it to the stored history are use
+cases: `pipeline.rederive` and `pipeline.history`."""

@@ -11,51 +11,34 @@ kept under `streams` with the time and labels that replay them, replay/streams.p
 job); the store only loads and saves the document.
 
 Every kept line is redacted first (extract.redact, rules/redactions.yaml: its passwords, tokens and keys become
-`[redacted:KIND]`), wherever it was read. The document is plain JSON (compressed by the store). Replaying it (attribution.replay.rederive) writes the kept
-lines back at their line numbers, so the collectors read them exactly as they read the original files, and runs
-the counter rules on the kept snapshots. A file read elsewhere than in a bundle (a node's journald, a job's
-output on the controller) is written back at its bundle place (`file`), with where it was read (`origin`): the
-events re-derived from it carry the original locations again.
+`[redacted:KIND]`), wherever it was read. The document is plain JSON (compressed by the store). Replaying it
+(attribution.pipeline.rederive) writes the kept lines back at their line numbers, so the collectors read them
+exactly as they read the original files, and runs the counter rules on the kept snapshots. A file read elsewhere
+than in a bundle (a node's journald, a job's output on the controller) is written back at its bundle place
+(`file`), with where it was read (`origin`): the events re-derived from it carry the original locations again.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from attribution.frozen import Value
 from attribution.extract.redact import redact
 from attribution.model import ExecutionContext
+from attribution.replay.bounds import Limits, bound_metrics, bound_telemetry
 from attribution.rulepack.prefilter import Prefilter
-from attribution.serialize import EVIDENCE_MAX_BYTES, EVIDENCE_MAX_LINE_CHARS, EVIDENCE_MAX_LINES, line_cost
+from attribution.serialize import line_cost
 
 if TYPE_CHECKING:
     from attribution.rulepack.values import RuleSet
 
 FORMAT = 1
-#: Bounds per job: the kept lines, their text, one line's length, the telemetry snapshots.
-MAX_LINES = EVIDENCE_MAX_LINES
-MAX_BYTES = EVIDENCE_MAX_BYTES
-MAX_LINE_CHARS = EVIDENCE_MAX_LINE_CHARS
-MAX_TELEMETRY_BYTES = 4 << 20  # of snapshot JSON: ~20 KiB a node of 8 GPUs and 8 HCAs, ~1 KiB compressed
-MAX_METRIC_BYTES = 4 << 20  # of PromQL series JSON (only the samples where a value changes: streams.py)
 READ_CHUNK = 8 << 20
 #: Characters past a kept line's cut that are redacted with it (a secret across the cut is seen whole: a PEM
 #: private key on one line is under 4 KiB).
 REDACT_MARGIN = 4096
 #: Flags of a kept line: flagged by a rule's prefilter, error-looking.
 PREFILTER, ERRORLIKE = "p", "e"
-
-
-class Limits(Value):
-    """The per-job bounds of the kept evidence."""
-
-    lines: int = MAX_LINES
-    bytes: int = MAX_BYTES
-    line_chars: int = MAX_LINE_CHARS
-    telemetry_bytes: int = MAX_TELEMETRY_BYTES
-    metric_bytes: int = MAX_METRIC_BYTES
 
 
 def pack_errorlike(ruleset: RuleSet) -> Prefilter:
@@ -262,29 +245,6 @@ def keep_telemetry(telemetry: Mapping, limits: Limits = Limits()) -> dict:
                             for node, pair in telemetry.items()}, limits)
 
 
-def fit_by_node(by_node: Mapping[str, object], budget: int) -> tuple[dict, bool]:
-    """The nodes whose JSON fits in `budget` bytes in all, taken in node order (one that does not fit is left out
-    whole, a later smaller one may still fit); and whether any was left out."""
-    out: dict = {}
-    left = budget
-    cut = False
-    for node, value in sorted(by_node.items()):
-        size = len(json.dumps(value, separators=(",", ":")))
-        if size > left:
-            cut = True
-            continue
-        left -= size
-        out[node] = value
-    return out, cut
-
-
-def bound_telemetry(phases_by_node: Mapping[str, Mapping], limits: Limits = Limits()) -> dict:
-    """keep_telemetry on snapshots already in their JSON form."""
-    out, cut = fit_by_node(phases_by_node, limits.telemetry_bytes)
-    return {"telemetry": {node: dict(phases) for node, phases in out.items()}} | (
-        {"telemetry_truncated": True} if cut else {})
-
-
 def merge_piece(doc: Mapping | None, key: str, piece: Mapping, limits: Limits = Limits()) -> dict:
     """The job's document with one reporter's piece (`key`: the reporter, e.g. `node/g01`) put in: that
     reporter's earlier lines and snapshots replaced (and any file of the document at a place the piece holds),
@@ -324,8 +284,6 @@ def merge_piece(doc: Mapping | None, key: str, piece: Mapping, limits: Limits = 
     if any(p["telemetry_truncated"] for p in pieces.values()):
         kept_tel["telemetry_truncated"] = True
     if series:
-        from attribution.replay.streams import bound_metrics
-
         kept_tel |= bound_metrics(series, labels, limits)
     if any(p.get("metrics_truncated") for p in pieces.values()):
         kept_tel["metrics_truncated"] = True

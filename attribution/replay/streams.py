@@ -27,13 +27,13 @@ import math
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping
 
 from attribution.model import Event, ExecutionContext, Observation
+from attribution.replay.bounds import Limits, bound_metrics
 
 if TYPE_CHECKING:
-    from attribution.replay.keep import Limits
     from attribution.rulepack.values import RuleSet
     from attribution.samples import MetricSeries
 
-#: Never pad a stream past this line number (a kept line further down is dropped), as rederive.MAX_LINENO.
+#: Never pad a stream past this line number (a kept line further down is dropped), as pipeline.rederive.MAX_LINENO.
 MAX_LINENO = 20_000_000
 
 
@@ -69,15 +69,6 @@ def keep_metrics(series: Iterable[MetricSeries], rules, ctx: ExecutionContext,
             by_node.setdefault(node, []).append({"name": s.name, "labels": dict(sorted(s.labels.items())),
                                                  "origin": s.origin, "samples": compact_samples(s.samples)})
     return bound_metrics(by_node, labels or {}, limits) if by_node else {}
-
-
-def bound_metrics(by_node: Mapping[str, list], labels: Mapping[str, str], limits: Limits) -> dict:
-    """The nodes whose series fit in `limits.metric_bytes`, in node order; `metrics_truncated` when some did not."""
-    from attribution.replay.keep import fit_by_node
-
-    out, cut = fit_by_node(by_node, limits.metric_bytes)
-    return {"metrics": {"labels": dict(labels), "nodes": {node: list(series) for node, series in out.items()}}} | (
-        {"metrics_truncated": True} if cut else {})
 
 
 def metric_nodes(doc: Mapping) -> set[str]:

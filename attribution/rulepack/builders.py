@@ -212,7 +212,7 @@ def _examples(r: dict) -> tuple[Example, ...]:
 
 
 def _build_ignore(b: Building, doc: Document, r: dict, path: list) -> None:
-    """An `ignore:` entry: a pattern of lines that mean nothing, with its examples (rulepack.check runs them)."""
+    """An `ignore:` entry: a pattern of lines that mean nothing, with its examples (pipeline.rulecheck runs them)."""
     if not b.claim_id(doc, r["id"], path):
         return
     rx = _message_regex(b, doc, r["pattern"], path)

@@ -14,12 +14,15 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from string import Template
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from attribution.errors import InputError
 from attribution.model import ExecutionContext
 from attribution.scope.bundle import scheduler_job_name
 from attribution.timeparse import TimeError, parse_iso
+
+if TYPE_CHECKING:
+    from attribution.config import KubernetesSettings
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -249,6 +252,16 @@ def workload_context(workload: Any, pods_doc: Any, cluster: str, origin: str = "
                     tuple(kubernetes_observations(ctx, workload, pods)))
 
 
+def kubectl_base(settings: KubernetesSettings) -> list[str]:
+    """kubectl's argv up to the verb: the program, the kubeconfig and the context of the configured cluster."""
+    argv = [settings.kubectl]
+    if settings.kubeconfig:
+        argv.append(f"--kubeconfig={settings.kubeconfig}")
+    if settings.context:
+        argv.append(f"--context={settings.context}")
+    return argv
+
+
 def pod_selector(owner_kind: str | None, owner_name: str | None, selectors: Mapping[str, str]) -> str | None:
     """The label selector of the workload's pods, from the kind of the Workload's owner; None when unknown."""
     if not owner_kind or not owner_name or owner_kind not in selectors:
@@ -257,4 +270,4 @@ def pod_selector(owner_kind: str | None, owner_name: str | None, selectors: Mapp
 
 
 __all__ = ["PodPlacement", "Workload", "parse_workload_ref", "object_time", "parse_pods", "placement", "tas_hostnames",
-           "job_state", "workload_context", "pod_selector"]
+           "job_state", "workload_context", "pod_selector", "kubectl_base"]

@@ -9,10 +9,10 @@ from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 
-from attribution.collect.command import run_command
+from attribution.command import run_command
 from attribution.config import ConnectorSettings
 from attribution.errors import InputError
-from attribution.scope.kueue import Workload, pod_selector, workload_context
+from attribution.scope.kueue import Workload, kubectl_base, pod_selector, workload_context
 from attribution.scope.sacct import FIELDS, OPTIONAL_FIELDS, SacctJob, parse_sacct, sacct_argv
 from attribution.scope import scontrol, slurm
 from attribution.scope.slurm import EpilogEnv
@@ -98,8 +98,6 @@ def job_output_paths(connectors: ConnectorSettings, job: SacctJob) -> list[Path]
 
 
 def _kubectl_json(connectors: ConnectorSettings, args: list[str], what: str, timeout: float):
-    from attribution.collect.kubelogs import kubectl_base
-
     r = run_command(kubectl_base(connectors.kubernetes) + args + ["-o", "json"], timeout=timeout)
     try:
         text = r.text()

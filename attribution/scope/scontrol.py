@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from attribution.collect.command import run_command
+from attribution.command import run_command
 from attribution.scope.slurm import parse_scontrol_job
 
 SCONTROL = "/usr/bin/scontrol"

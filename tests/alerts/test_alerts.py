@@ -13,8 +13,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from attribution.alerts.settings import parse_alerts
 from attribution.cli import main
+from attribution.config.alerts import parse_alerts
 from attribution.errors import ConfigError
 from attribution.pipeline.ingest import ingest_bundle
 from attribution.store.drain import record_resume

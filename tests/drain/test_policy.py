@@ -18,7 +18,7 @@ from attribution.drain.policy import Candidate, NodeState, decide, load_policy, 
 from attribution.fleetgen import BUS_GPU, BUS_NODE, ECC_GPU, ECC_NODE, history, write_bundle
 from attribution.model import Event
 from attribution.pipeline.ingest import ingest, ingest_bundle
-from attribution.rulepack.check import events_for_line
+from attribution.pipeline.rulecheck import events_for_line
 from attribution.rulepack.load import load_rules
 from attribution.scope.bundle import parse_context
 from attribution.store import drain as sd

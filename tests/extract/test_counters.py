@@ -18,7 +18,7 @@ from attribution.collect.telemetry import (parse_aer, parse_aer_listing, parse_i
 from attribution.extract.counters import check_examples, counter_rules, evaluate, watched
 from attribution.model import ExecutionContext
 from attribution.pipeline.diagnose import diagnose_bundle
-from attribution.rulepack.check import check_pack, example_context
+from attribution.pipeline.rulecheck import check_pack, example_context
 from attribution.samples import Snapshot
 
 from tests.conftest import CASES, ROOT

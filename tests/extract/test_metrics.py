@@ -12,7 +12,7 @@ from attribution.errors import RulePackError
 from attribution.extract.metrics import changes, check_examples, evaluate, example_series, metric_rules
 from attribution.samples import MetricSeries
 from attribution.model import ExecutionContext
-from attribution.rulepack.check import events_for_line, example_context
+from attribution.pipeline.rulecheck import events_for_line, example_context
 from attribution.rulepack.load import load_rules
 
 from tests.conftest import ROOT

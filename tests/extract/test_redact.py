@@ -12,7 +12,7 @@ from attribution.extract.events import extract
 from attribution.extract.redact import (check_examples, entropy, redact, redact_counted, redact_document,
                                         redact_event, redact_kept, redact_observation)
 from attribution.model import Event, ExecutionContext, Observation
-from attribution.rulepack.check import check_pack
+from attribution.pipeline.rulecheck import check_pack
 from attribution.rulepack.load import load_rules
 
 from tests.conftest import ROOT

@@ -20,7 +20,7 @@ from attribution.collect.joblog import JobLineParser
 from attribution.collect.kernel import KernelLineParser
 from attribution.collect.textio import MAX_RECORD_CHARS
 from attribution.pipeline.diagnose import diagnose_bundle
-from attribution.rulepack.check import check_pack
+from attribution.pipeline.rulecheck import check_pack
 from attribution.rulepack.prefilter import compile_re2
 
 from tests.conftest import ROOT

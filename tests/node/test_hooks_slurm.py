@@ -411,7 +411,7 @@ def test_drain_apply_drains_the_faulty_node_with_its_reason_and_resume_returns_i
     from datetime import datetime, timedelta, timezone
 
     from attribution.pipeline.ingest import ingest
-    from attribution.rulepack.check import events_for_line
+    from attribution.pipeline.rulecheck import events_for_line
     from attribution.scope.bundle import parse_context
 
     now = datetime.now(timezone.utc).replace(microsecond=0)

@@ -20,9 +20,10 @@ from attribution.collect.httpclient import endpoint_from
 from attribution.config import ConnectorSettings, FileSourceSettings, KubernetesSettings, LokiSettings
 from attribution.pipeline.ingest import ingest_diagnosis
 from attribution.pipeline.live import diagnose_kueue_workload, diagnose_sacct_job, diagnose_static
+from attribution.pipeline.rederive import rederive
+from attribution.replay.bounds import Limits
 from attribution.replay.diff import side_of_verdict
-from attribution.replay.keep import Limits, LineKeeper, merge_piece
-from attribution.replay.rederive import rederive
+from attribution.replay.keep import LineKeeper, merge_piece
 from attribution.scope.sacct import FIELDS, parse_sacct
 from attribution.serialize import context_from_json
 from attribution.store.evidence import load_evidence
@@ -130,7 +131,7 @@ def test_backfilled_job_from_loki_keeps_its_lines_and_a_pack_with_a_rule_for_its
     with store.begin() as c:  # what `db status` sums: the streams' lines count
         assert c.execute(text("SELECT lines, truncated FROM attribution.job_evidence")).one() == (3, False)
     # `rules suggest` mines them too: each line no rule matches, at its Loki place
-    from attribution.replay.history import unmatched_lines
+    from attribution.pipeline.history import unmatched_lines
 
     assert sorted((u.job, u.source, u.location, u.text, u.unknown) for u in unmatched_lines(store, ruleset)) == [
         ("test/701", "job", 'loki:{filename="/home/alice/slurm-701.out", host="g01", job_id="701", source="job"}:2',

@@ -12,7 +12,8 @@ from attribution.cli import main
 from attribution.drain.policy import load_policy
 from attribution.pipeline.ingest import ingest_bundle
 from attribution.store import drain as sd
-from attribution.replay.keep import Limits, flagged_lines, keep_bundle
+from attribution.replay.bounds import Limits
+from attribution.replay.keep import flagged_lines, keep_bundle
 from attribution.rulepack.load import Prefilter
 from attribution.scope.bundle import load_context
 from attribution.store.evidence import decode, evidence_size

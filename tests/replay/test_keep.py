@@ -3,7 +3,8 @@ are cut to their bound, wherever they were read (a bundle's file, a connector's 
 
 from __future__ import annotations
 
-from attribution.replay.keep import Limits, LineKeeper
+from attribution.replay.bounds import Limits
+from attribution.replay.keep import LineKeeper
 
 AWS = "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 

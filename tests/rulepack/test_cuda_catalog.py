@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from attribution.rulepack.check import events_for_line
+from attribution.pipeline.rulecheck import events_for_line
 
 RUNTIME = """InvalidValue MemoryAllocation InitializationError CudartUnloading ProfilerDisabled ProfilerNotInitialized
 ProfilerAlreadyStarted ProfilerAlreadyStopped InvalidConfiguration InvalidPitchValue InvalidSymbol InvalidHostPointer

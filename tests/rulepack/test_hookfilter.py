@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 
-from attribution.rulepack.check import check_pack
+from attribution.pipeline.rulecheck import check_pack
 from attribution.rulepack.hookfilter import HOOK_SOURCES, filter_text
 from attribution.rulepack.load import load_rules
 

@@ -1,4 +1,5 @@
-"""Checking a rule pack: schema and semantics (rulepack) plus every rule's own examples and the hook filter.
+"""Checking a rule pack (`attribution rules check`): schema and semantics (rulepack) plus every rule's own examples
+and the hook filter.
 
 Each rule carries real lines it must match (with the fields it must produce) and near-misses it must not; so does
 each redaction pattern (the span it must redact, the lines it must leave alone).

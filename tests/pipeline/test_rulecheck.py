@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from attribution.rulepack.check import _value_matches, check_ignore, check_pack, events_for_line
+from attribution.pipeline.rulecheck import _value_matches, check_ignore, check_pack, events_for_line
 from attribution.rulepack.load import load_rules
 
 from tests.conftest import ROOT

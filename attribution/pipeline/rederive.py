@@ -3,7 +3,7 @@
 The kept lines are written back at their line numbers into a scratch bundle (blank lines in between), so the
 collectors parse them exactly as they parsed the original files, and the locations (and so the fingerprints) of
 the events are the same (a file read outside a bundle is written at its bundle place, and the events found in it
-are put back at the place it was read: keep.py). What the live connectors read (Loki streams, pod logs, files, job
+are put back at the place it was read: replay/keep.py). What the live connectors read (Loki streams, pod logs, files, job
 output, PromQL series) is replayed through the connectors' own parsers with its kept times and labels, and the
 metric rules run on the kept series (replay/streams.py). The counter rules run on the kept snapshots, so a node's
 telemetry events are the new pack's. Events the kept evidence cannot give again (any event whose file is not

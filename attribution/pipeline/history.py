@@ -1,6 +1,6 @@
 """Replaying stored history with another rule pack: `rules diff` (what would change) and `reattribute` (make it so).
 
-Each job's new verdict is derived from its kept evidence (attribution.replay.rederive) with its stored context
+Each job's new verdict is derived from its kept evidence (attribution.pipeline.rederive) with its stored context
 and coverage. Applying one stores the events the new pack finds, adds the verdict (the earlier ones stay: the
 verdict history) with the pack's version in verdicts.rules_version, under the job's lock.
 """
@@ -31,7 +31,7 @@ def _stored(conn, row) -> tuple:
 
 def replay(engine: Engine, ruleset: RuleSet, since: datetime | None = None) -> tuple[list[Change], int]:
     """Every stored failed job with kept evidence whose verdict `ruleset` changes; and how many were examined."""
-    from attribution.replay.rederive import rederive
+    from attribution.pipeline.rederive import rederive
 
     def work(conn):
         changes = []
@@ -51,7 +51,7 @@ def replay(engine: Engine, ruleset: RuleSet, since: datetime | None = None) -> t
 def reattribute(engine: Engine, ruleset: RuleSet, since: datetime | None = None) -> tuple[list[Change], int]:
     """Apply `ruleset` to the stored failed jobs with kept evidence: a new verdict for each one it changes."""
     from attribution.correlate.rootcause import in_window, job_window
-    from attribution.replay.rederive import rederive
+    from attribution.pipeline.rederive import rederive
     from attribution.reports.render import verdict_to_dict
     from attribution.store.recurrence import render_with_recurrence
 
@@ -92,7 +92,7 @@ def unmatched_lines(engine: Engine, ruleset: RuleSet, since: datetime | None = N
     from attribution.collect.bundle import collect_bundle
     from attribution.extract.redact import redact_observation
     from attribution.replay.keep import pack_errorlike
-    from attribution.replay.rederive import write_scratch_bundle
+    from attribution.pipeline.rederive import write_scratch_bundle
     from attribution.replay.streams import replay_streams
     from attribution.replay.suggest import unmatched
 
