@@ -128,10 +128,13 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     """
     from attribution.reports.render import verdict_to_dict
     from attribution.store import in_transaction
+    from attribution.drain.life import from_evidence as life_of_evidence
+    from attribution.store.node_life import record_changes
     from attribution.store.recurrence import render_with_recurrence
     from attribution.store.writer import IngestResult, JobSession
 
     inside, outside = split_by_window(ruleset, ctx, events)
+    life, inside, outside = life_of_evidence(ruleset, ctx, inside, outside)  # boots: the node's life, not events
 
     def store(conn):
         def ahead(session, batch):
@@ -144,6 +147,8 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
 
         s, new, linked, (alone, early) = store_piece(conn, ctx, inside, outside, coverage, source, telemetry,
                                                      evidence, evidence_piece, ahead=ahead)
+        if life:
+            record_changes(conn, ctx.cluster, life)
         done = None
         if alone:
             done = s.attribute(ruleset, correlate, render_with_recurrence(conn, s.job.id, ctx, verdict_to_dict),
@@ -428,10 +433,13 @@ def drain_apply(engine, policy, slurm, cluster: str, actor: str, dry_run: bool =
     from attribution.store import drain as sd
 
     with sd.apply_lock(engine, cluster):
+        nodes = slurm.nodes()
+        if not dry_run:  # Slurm's view first: a node rebooted or resumed with Slurm's own tools is no candidate
+            drain_sync(engine, cluster, nodes)
         cands = drain_plan(engine, policy, cluster)
         recent = sd.applied_since(engine, cluster, datetime.now(timezone.utc) - timedelta(hours=1))
         rows = []
-        for d in decide(cands, slurm.nodes(), policy, recent):
+        for d in decide(cands, nodes, policy, recent):
             word, detail = d.decision, d.detail
             if d.decision == "apply":
                 if dry_run:
@@ -448,6 +456,16 @@ def drain_apply(engine, policy, slurm, cluster: str, actor: str, dry_run: bool =
         if not dry_run:  # the drains' own rows are written already
             sd.audit(engine, cluster, [r for r in rows if r[1] not in ("applied", "failed")], policy.version, actor)
     return rows
+
+
+def drain_sync(engine, cluster: str, nodes) -> list:
+    """Record Slurm's view of the cluster's nodes (`slurm.nodes()`): their boots, drains and resumes since the
+    last view go into the node's life (store.node_life). Returns the changes."""
+    from datetime import datetime, timezone
+
+    from attribution.store.node_life import sync
+
+    return sync(engine, cluster, nodes, datetime.now(timezone.utc))
 
 
 def drain_resume(open_engine, slurm, cluster: str, node: str, actor: str) -> int:

@@ -14,6 +14,7 @@ from datetime import datetime
 from sqlalchemy import Connection, Engine, text
 
 from attribution.drain.policy import Candidate, DrainPolicy
+from attribution.store.drain import insert_conditions
 
 INFRA_SQL = "('gpu_hardware', 'nvlink', 'nvswitch_fabric', 'network', 'host')"
 
@@ -27,13 +28,7 @@ def stage_policy(conn: Connection, policy: DrainPolicy) -> None:
          "doc": json.dumps(dict(policy.document), default=str)}).first()
     if new is None:
         return
-    conn.execute(text(
-        "INSERT INTO attribution.drain_conditions (policy_version, condition_id, kinds, per, distinct_by, "
-        "culprit_distinct, min_count, window_days, label, score) VALUES "
-        "(:v, :id, :kinds, :per, :distinct, :culprit, :min_count, :window_days, :label, :score)"),
-        [{"v": policy.version, "id": k.id, "kinds": list(k.kinds) or None, "per": k.per, "distinct": k.distinct,
-          "culprit": k.culprit_distinct, "min_count": k.min_count, "window_days": k.window_days, "label": k.label,
-          "score": k.score} for k in policy.conditions])
+    insert_conditions(conn, policy)
 
 
 def plan_at(conn: Connection, at: datetime, policy_version: str, cluster: str | None = None) -> list[Candidate]:

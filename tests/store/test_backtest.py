@@ -107,10 +107,12 @@ def test_plan_as_of_an_hour_after_each_gpu_lost_incident_names_its_node_and_noth
 
     for at, cluster, culprits in gpu_lost:
         assert {(cluster, n) for n in culprits} <= plan(at)
-    # two nodes of such cases are named, each for a GPU-lost event of its own that the case's notes describe (a
-    # "trap" for the verdict, not for the drain): jun-a03 (07, application) logged an Xid 79 in its previous boot
-    # 25 h before the job, sag-g3 (09, a timeout) one 9 minutes after the job: the plan of that time drains them
+    # one node of such cases is named, for a GPU-lost event of its own that the case's notes describe (a "trap"
+    # for the verdict, not for the drain): sag-g3 (09, a timeout) logged an Xid 79 9 minutes after the job, and the
+    # plan of that time drains it. jun-a03 (07, application) logged one in its previous boot, 25 h before the job,
+    # and was power-cycled before it (the new boot is in the same journal): that reboot handled it (#31), so the
+    # one-shot gpu-lost no longer counts it, and one fault is no recurrence
     named = set()
     for at in times:
         named |= plan(at) & innocent
-    assert named == {("juniper", "jun-a03"), ("saguaro", "sag-g3")}
+    assert named == {("saguaro", "sag-g3")}
