@@ -9,6 +9,7 @@ from typing import Iterable, Iterator
 
 from sqlalchemy import Connection, Engine, text
 
+from attribution.drain.explain import ConditionProgress, progress
 from attribution.drain.policy import Candidate, Decision, DrainPolicy
 
 UTC = timezone.utc
@@ -141,3 +142,26 @@ def actions(engine: Engine, cluster: str | None = None, limit: int = 50) -> list
             "WHERE CAST(:c AS text) IS NULL OR cluster = :c ORDER BY id DESC LIMIT :n"),
             {"c": cluster, "n": limit}).mappings().all()
     return [dict(r) for r in rows]
+
+
+#: The conditions of the policy in force (the newest loaded), with what each counts.
+POLICY_CONDITIONS = """
+SELECT c.condition_id, c.recurrence, c.min_count, c.window_days,
+       CASE WHEN c.culprit_distinct = 'users' THEN 'users' WHEN c.culprit_distinct IS NOT NULL THEN 'failed jobs'
+            ELSE c.distinct_by END AS unit
+FROM attribution.drain_conditions c
+WHERE c.policy_version = (SELECT version FROM attribution.drain_policies ORDER BY loaded_at DESC, version LIMIT 1)
+ORDER BY c.condition_id"""
+NODE_PROGRESS = """
+SELECT condition_id, gpu, counted, seen, weeks, reset_at, reset_what, reset_source
+FROM attribution.drain_conditions_at(:t, NULL, :c, :n)"""
+
+
+def node_progress(conn: Connection, cluster: str, node: str, at: datetime) -> list[ConditionProgress]:
+    """Each condition of the policy in force and how far the node's evidence goes towards it at `at`, nearest
+    first (drain.explain); empty when no policy was loaded yet."""
+    conditions = [dict(r) for r in conn.execute(text(POLICY_CONDITIONS)).mappings()]
+    if not conditions:
+        return []
+    rows = [dict(r) for r in conn.execute(text(NODE_PROGRESS), {"t": at, "c": cluster, "n": node}).mappings()]
+    return progress(conditions, rows)
