@@ -455,6 +455,11 @@ def drain_apply(engine, policy, slurm, cluster: str, actor: str, dry_run: bool =
             rows.append((d, word, detail))
         if not dry_run:  # the drains' own rows are written already
             sd.audit(engine, cluster, [r for r in rows if r[1] not in ("applied", "failed")], policy.version, actor)
+        if any(r[1] == "applied" for r in rows):
+            try:  # Slurm's view with our drains in it: a resume with Slurm's tools before the next view is seen
+                drain_sync(engine, cluster, slurm.nodes())
+            except SlurmError:
+                pass  # the drains stand; the next sync-nodes sees them
     return rows
 
 
