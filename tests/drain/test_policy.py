@@ -100,6 +100,27 @@ def test_the_policy_refuses_symptoms_and_application_causes(tmp_path):
     assert r.returncode == 1 and "only infrastructure causes may drain a node" in r.stdout
 
 
+def test_a_recurrence_condition_is_one_form_under_recurrence_and_drains_only_on_infrastructure_causes(tmp_path):
+    d = tmp_path / "rules"
+    shutil.copytree(ROOT / "rules", d)
+    p = d / "drain-policy.yaml"
+    text_ = p.read_text()
+    shipped = "    recurrence: {kinds: [nvlink_error], per: node, distinct: weeks}\n"
+    assert shipped in text_
+    both = text_.replace(shipped, shipped + "    per: node\n")  # a form and a recurrence at once
+    p.write_text(both)
+    r = subprocess.run([sys.executable, "-m", "attribution.cli", "rules", "check", str(d)], capture_output=True,
+                       text=True)
+    assert r.returncode != 0 and "drain-policy.yaml" in r.stdout + r.stderr
+    p.write_text(text_.replace(shipped, "    recurrence: {kinds: [nvlink_error, nccl_watchdog_timeout], per: node, "
+                                        "distinct: weeks}\n"))
+    problems = [x.message for x in policy_problems(load_rules(d))]
+    assert any("nvlink-weekly: kind 'nccl_watchdog_timeout' is a symptom" in x for x in problems)
+    p.write_text(text_.replace(shipped, "    recurrence: {culprit_of_failed_jobs: {distinct: jobs}}\n"))
+    weekly = next(c for c in load_policy(load_rules(d)).conditions if c.id == "nvlink-weekly")
+    assert weekly.recurrence and weekly.culprit_distinct == "jobs" and weekly.kinds == ()
+
+
 # -- over the stored history --------------------------------------------------------------------------------
 
 

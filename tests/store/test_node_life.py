@@ -165,3 +165,20 @@ def test_syncing_the_same_view_twice_adds_nothing(store):
     with store.connect() as c:
         assert c.execute(text("SELECT count(*) FROM attribution.node_life")).scalar() == 2
         assert node_life.node_state(c, "c", "n1")["seen_at"] == t(10, 5)
+
+
+def test_a_recurrence_of_culprits_counts_the_failed_jobs_before_the_reboot_too(store, life):
+    """`recurrence: {culprit_of_failed_jobs: {distinct: jobs}}`: g05 was the culprit of jobs 501 and 503, the
+    reboot between them; the same condition one-shot counts 503 only."""
+    from attribution import frozen
+    from attribution.rulepack.values import Condition
+
+    culprits = Condition(id="culprit-recurring", min_count=2, window_days=14, label="culprit", score=30,
+                         culprit_distinct="jobs", recurrence=True)
+    one_shot = frozen.replace(culprits, id="culprit-twice", recurrence=False)
+    policy = frozen.replace(life, version="test-culprits", conditions=(culprits, one_shot))
+    plan = _plan(store, policy, t(12, 13))
+    assert set(plan) == {"g05"}
+    (ev,) = plan["g05"].evidence
+    assert ev["condition"] == "culprit-recurring" and [j["job_id"] for j in ev["jobs"]] == ["501", "503"]
+    assert plan["g05"].reason.startswith("attribution: culprit weeks 2026-W11 job 503")
