@@ -1,4 +1,5 @@
-"""`attribution drain plan|apply|resume|sync-nodes|log`: nodes with real hardware faults out of the scheduler, safely."""
+"""`attribution drain plan|apply|resume|sync-nodes|log`: nodes with real hardware faults out of the scheduler,
+safely."""
 
 from __future__ import annotations
 

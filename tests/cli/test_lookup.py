@@ -19,8 +19,8 @@ def test_the_mission_case_is_a_drain_candidate_with_its_recurrence_reason(demo_s
     r = CliRunner().invoke(main, ["node", NVLINK_NODE], env=env)
     assert r.exit_code == 0, r.output
     first = r.output.splitlines()[0]
-    assert first.startswith(f"demo/{NVLINK_NODE} since ") and "drain candidate (score 60.0): attribution: nvlink74 weeks " \
-        in first
+    assert first.startswith(f"demo/{NVLINK_NODE} since ")
+    assert "drain candidate (score 60.0): attribution: nvlink74 weeks " in first
     conditions = r.output.split("== drain conditions (nearest first)\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert conditions[0] == "  nvlink-weekly: 5 weeks of 3 needed: candidate  [recurrence]"
     # its last fault is two weeks old (fleetgen's week 6 of 8): past nvlink-repeat's week

@@ -67,8 +67,9 @@ def _ingest_fault(ruleset, engine, job_id: str, node: str, at: datetime) -> None
     from attribution.rulepack.check import events_for_line
     from attribution.scope.bundle import parse_context
 
+    start, end = at - timedelta(minutes=30), at + timedelta(minutes=1)
     ctx = parse_context(f"cluster: attrtest\njob_id: '{job_id}'\nnodes: node[1-2]\nstate: FAILED\nuser: alice\n"
-                        f"start: {(at - timedelta(minutes=30)).isoformat()}\nend: {(at + timedelta(minutes=1)).isoformat()}\n")
+                        f"start: {start.isoformat()}\nend: {end.isoformat()}\n")
     ev = frozen.replace(events_for_line(ruleset, "kernel", XID79)[0], node=node, time=at, location="kernel.log:7")
     ingest(ruleset, engine, ctx, [ev], [], "bundle")
 

@@ -58,7 +58,8 @@ def _job(root: Path, job_id: str, node: str, start: datetime, end: datetime, sta
     return b
 
 
-BOOT1, BOOT2 = (None, "-- Boot 4b9f0a3c5d6e47a1b2c3d4e5f60718a9 --"), (None, "-- Boot 0c71e52d9a8b4f06a1e2d3c4b5a69788 --")
+BOOT1 = (None, "-- Boot 4b9f0a3c5d6e47a1b2c3d4e5f60718a9 --")
+BOOT2 = (None, "-- Boot 0c71e52d9a8b4f06a1e2d3c4b5a69788 --")
 
 
 def history(root: Path) -> list[Path]:
