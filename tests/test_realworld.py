@@ -7,7 +7,6 @@ give the source URL and what had to be invented. The folder's README is a table 
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import yaml

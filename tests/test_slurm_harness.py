@@ -8,9 +8,7 @@ Deselect with ``-m "not slurm"``; ``-m slurm24`` selects the 24.11 runs.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import threading
 import time
 from pathlib import Path
 

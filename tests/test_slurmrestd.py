@@ -15,7 +15,7 @@ import pytest
 
 from attribution.config import ConnectorSettings, SlurmrestdSettings
 from attribution.drain.slurmctl import Scontrol, SlurmError
-from attribution.drain.slurmrest import Slurmrestd, controller, errors_of, from_settings, node_state
+from attribution.drain.slurmrest import Slurmrestd, controller, epoch_of, errors_of, from_settings, node_state
 from attribution.errors import ConfigError
 
 DATA = Path(__file__).resolve().parent / "data" / "slurm24"
@@ -35,6 +35,19 @@ def test_recorded_node_list_gives_names_states_and_reasons():
     assert set(nodes) == {"node1", "node2"}
     assert nodes["node1"].state == "IDLE" and nodes["node1"].reason is None
     assert nodes["node2"].state == "IDLE+DRAIN" and nodes["node2"].reason == "attribution: test"
+
+
+def test_recorded_node_list_gives_who_set_the_reason_and_when_and_the_boot_times():
+    """The node's life from slurmrestd (#31): v0.0.42 gives times as {"set", "infinite", "number"} epochs."""
+    doc = {n["name"]: n for n in _recorded("restd-nodes-drained.json")["nodes"]}
+    n2 = node_state(doc["node2"])
+    assert n2.reason_user == "root"
+    assert n2.reason_at == datetime.fromtimestamp(doc["node2"]["reason_changed_at"]["number"], timezone.utc)
+    assert n2.boot_time == datetime.fromtimestamp(doc["node2"]["boot_time"]["number"], timezone.utc)
+    assert n2.slurmd_start == datetime.fromtimestamp(doc["node2"]["slurmd_start_time"]["number"], timezone.utc)
+    assert node_state(doc["node1"]).reason_user is None and node_state(doc["node1"]).reason_at is None
+    assert epoch_of({"set": False, "infinite": False, "number": 0}) is None and epoch_of(1796116151) == \
+        datetime.fromtimestamp(1796116151, timezone.utc) and epoch_of({"set": True, "infinite": True}) is None
 
 
 def test_recorded_errors_are_read_as_text():
@@ -147,7 +160,7 @@ def test_a_bad_token_or_an_unknown_node_is_a_clear_error(restd):
 @pytest.mark.slurm24
 def test_drain_apply_and_resume_through_slurmrestd_with_no_scontrol(restd, pg_url, ruleset, tmp_path):
     """A central host with no Slurm client: `attribution drain` configured with connectors.slurmrestd."""
-    from sqlalchemy import create_engine
+    from sqlalchemy import create_engine, text
 
     from attribution.pipeline.ingest import ingest
     from attribution.pipeline.rulecheck import events_for_line
@@ -182,6 +195,21 @@ def test_drain_apply_and_resume_through_slurmrestd_with_no_scontrol(restd, pg_ur
         ["scontrol", "show", "node", "-o", "node1"]).stdout
     again = cli("drain", "apply")
     assert "skipped     attrtest/node1" in again.stdout and "already IDLE+DRAIN" in again.stdout
+    # apply recorded Slurm's view through slurmrestd (#31): each node's boot, our drain as Slurm saw it
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect() as conn:
+            life = conn.execute(text("SELECT node, what, at, actor, detail FROM attribution.node_life "
+                                     "WHERE cluster = 'attrtest' AND source = 'slurm' ORDER BY node, what")).all()
+    finally:
+        engine.dispose()
+    btime = next(datetime.fromtimestamp(int(ln.split()[1]), timezone.utc)
+                 for ln in Path("/proc/stat").read_text().splitlines() if ln.startswith("btime "))
+    assert [(r.node, r.what) for r in life] == [("node1", "boot"), ("node1", "drain"), ("node2", "boot")]
+    assert all(abs(r.at - btime) <= timedelta(seconds=2) for r in life if r.what == "boot")
+    drain = life[1]
+    assert drain.actor == "slurm" and "attribution: xid79 gpu 0000:3b:00 job 9002" in drain.detail
+    assert abs(drain.at - datetime.now(timezone.utc)) < timedelta(minutes=5)
     back = cli("drain", "resume", "node1")
     assert back.returncode == 0, back.stderr
     deadline = time.monotonic() + 20

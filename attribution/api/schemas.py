@@ -251,6 +251,13 @@ class NodeHistoryOut(BaseModel):
     drain_actions: list[dict[str, Any]]
     drain_candidate: dict[str, Any] | None
     resumed_at: str | None
+    #: why the node is or is not a drain candidate: each condition of the policy in force, how far the node's
+    #: evidence goes towards it, what its last reboot or resume cleared (docs/drain.md), nearest first
+    drain_conditions: list[dict[str, Any]] = []
+    drain_summary: str | None = None
+    #: the node's life, newest first: boots, drains and resumes (node_life), and Slurm's last view of it
+    life: list[dict[str, Any]] = []
+    slurm_state: dict[str, Any] | None = None
     #: each GPU's counters from its newest epilog snapshot (the gpu_counters_latest view)
     gpu_counters: list[dict[str, Any]]
     #: each InfiniBand port's newest epilog counters

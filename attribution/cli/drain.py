@@ -1,4 +1,5 @@
-"""`attribution drain plan|apply|resume|log|backtest`: nodes with real hardware faults out of the scheduler, safely."""
+"""`attribution drain plan|apply|resume|sync-nodes|log|backtest`: nodes with real hardware faults out of the
+scheduler, safely."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ def _controller(ctx, scontrol: str):
     from attribution.drain.slurmrest import controller
 
     return controller(settings_of(ctx).connectors, scontrol)
+
+
+def _cluster(ctx, sc, cluster: str | None) -> str:
+    cluster = cluster or settings_of(ctx).cluster or sc.cluster_name()
+    if not cluster:
+        raise click.UsageError("no cluster name: pass --cluster or set `cluster` in the configuration")
+    return cluster
 
 
 def _actor() -> str:
@@ -85,9 +93,7 @@ def drain_apply(ctx: click.Context, cluster: str | None, scontrol: str, dry_run:
 
     policy = _policy(ctx)
     sc = _controller(ctx, scontrol)
-    cluster = cluster or settings_of(ctx).cluster or sc.cluster_name()
-    if not cluster:
-        raise click.UsageError("no cluster name: pass --cluster or set `cluster` in the configuration")
+    cluster = _cluster(ctx, sc, cluster)
     with open_store(ctx) as engine:
         rows = apply(engine, policy, sc, cluster, _actor(), dry_run=dry_run)
     for d, word, detail in rows:
@@ -108,11 +114,31 @@ def drain_resume(ctx: click.Context, node: str, cluster: str | None, scontrol: s
     from attribution.pipeline.drain import drain_resume as resume
 
     sc = _controller(ctx, scontrol)
-    cluster = cluster or settings_of(ctx).cluster or sc.cluster_name()
-    if not cluster:
-        raise click.UsageError("no cluster name: pass --cluster or set `cluster` in the configuration")
+    cluster = _cluster(ctx, sc, cluster)
     n = resume(lambda: open_store(ctx), sc, cluster, node, _actor())
     click.echo(f"{cluster}/{node}: resumed; {n} earlier event(s) marked handled")
+
+
+@drain.command("sync-nodes")
+@click.option("--cluster", default=None, help="The Slurm cluster (default: config `cluster`, else Slurm's).")
+@click.option("--scontrol", default="/usr/bin/scontrol", show_default=True,
+              help="Unused when connectors.slurmrestd.url is set (the nodes are then read through slurmrestd).")
+@click.pass_context
+def drain_sync_nodes(ctx: click.Context, cluster: str | None, scontrol: str) -> None:
+    """Record Slurm's view of the nodes in their life: a new BootTime is a boot, a DRAIN set is a drain (who set it
+    and when), a DRAIN lifted is a resume (scontrol, a RebootProgram, NHC): the one-shot drain conditions then
+    count only what came after. Run by the drain host's timer (hooks/systemd/attribution-drain-sync.timer)."""
+    from attribution.pipeline import drain_sync
+
+    sc = _controller(ctx, scontrol)
+    cluster = _cluster(ctx, sc, cluster)
+    nodes = sc.nodes()
+    with open_store(ctx) as engine:
+        changes = drain_sync(engine, cluster, nodes)
+    for c in changes:
+        click.echo(f"{c.at:%Y-%m-%d %H:%M:%S}Z  {c.what:<7} {cluster}/{c.node:<16}"
+                   + (f" by {c.actor}" if c.actor else "") + (f"  {c.detail}" if c.detail else ""))
+    click.echo(f"{cluster}: {len(nodes)} node(s) seen, {len(changes)} change(s) recorded")
 
 
 @drain.command("log")

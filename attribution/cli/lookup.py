@@ -106,7 +106,23 @@ def node(ctx: click.Context, node: str, cluster: str | None, days: int, as_json:
     cand = h["drain_candidate"]
     click.echo(f"{h['cluster']}/{node} since {_short(h['since'])}: "
                + (f"drain candidate (score {cand['score']}): {cand['reason']}" if cand else "not a drain candidate")
+               + (f"; {h['drain_summary']}" if h["drain_summary"] and not cand else "")
                + (f"; last resumed {_short(h['resumed_at'])}" if h["resumed_at"] else ""))
+    click.echo("\n== drain conditions (nearest first)")
+    for p in h["drain_conditions"]:
+        click.echo(f"  {p['text']}" + ("  [recurrence]" if p["recurrence"] else ""))
+    if not h["drain_conditions"]:
+        click.echo("  no drain policy loaded yet (attribution drain plan loads it)")
+    click.echo("\n== life (boots, drains, resumes)")
+    for r in h["life"]:
+        click.echo(f"  {_short(r['at'])}  {r['what']:<7} {', '.join(r['sources'])}"
+                   + (f" by {r['actor']}" if r["actor"] else "") + (f"  {r['detail']}" if r["detail"] else ""))
+    if not h["life"]:
+        click.echo("  nothing recorded")
+    s = h["slurm_state"]
+    if s:
+        click.echo(f"  Slurm {_short(s['seen_at'])}: {s['state']}" + (f" ({s['reason']})" if s["reason"] else "")
+                   + (f", booted {_short(s['boot_time'])}" if s["boot_time"] else ""))
     click.echo("\n== recurring faults")
     for r in h["recurring_faults"] or []:
         click.echo(f"  {r['kind']}{'' if r['code'] is None else ' ' + str(r['code'])} gpu {r['gpu'] or '-'}: "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Iterable, Mapping
 
 from attribution.errors import PolicyError, Problem
@@ -40,7 +41,7 @@ def policy_problems(ruleset: RuleSet) -> list[Problem]:
         if c["id"] in ids:
             problems.append(Problem(origin, None, f"condition id {c['id']!r} used twice"))
         ids.add(c["id"])
-        for kind in c.get("kinds", []):
+        for kind in (c.get("recurrence") or c).get("kinds", []):
             spec = ruleset.kinds.get(kind)
             if spec is None:
                 problems.append(Problem(origin, None, f"condition {c['id']}: unknown kind {kind!r}"))
@@ -74,6 +75,10 @@ class NodeState:
     name: str
     state: str  # Slurm's state words, e.g. IDLE, MIXED+DRAIN, DOWN*
     reason: str | None = None
+    reason_user: str | None = None  # who set the reason, and when (`Reason=... [root@2026-12-02T03:15:40]`)
+    reason_at: datetime | None = None
+    boot_time: datetime | None = None  # Slurm's BootTime and SlurmdStartTime of the node
+    slurmd_start: datetime | None = None
 
 
 @dataclass(frozen=True)

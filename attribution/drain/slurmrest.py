@@ -12,6 +12,7 @@ or root: an Operator may not update nodes, "Invalid user id"); a token slurmctld
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -32,7 +33,24 @@ def node_state(doc: dict) -> NodeState:
     else:
         words = [str(state or "UNKNOWN").upper()]
     reason = doc.get("reason")
-    return NodeState(str(doc.get("name")), "+".join(words) or "UNKNOWN", reason or None)
+    return NodeState(str(doc.get("name")), "+".join(words) or "UNKNOWN", reason or None,
+                     str(doc.get("reason_set_by_user") or "") or None, epoch_of(doc.get("reason_changed_at")),
+                     epoch_of(doc.get("boot_time")), epoch_of(doc.get("slurmd_start_time")))
+
+
+def epoch_of(value: Any) -> datetime | None:
+    """A time of a slurmrestd answer: seconds since the epoch, bare (v0.0.39) or as `{"set": true, "infinite":
+    false, "number": N}` (v0.0.40 on); None when unset, infinite or zero."""
+    if isinstance(value, dict):
+        if not value.get("set", True) or value.get("infinite"):
+            return None
+        value = value.get("number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        return None
+    try:
+        return datetime.fromtimestamp(value, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def errors_of(doc: Any) -> list[str]:
@@ -171,4 +189,4 @@ def controller(connectors: ConnectorSettings, scontrol: str = "/usr/bin/scontrol
     return Scontrol(path=scontrol)
 
 
-__all__ = ["Slurmrestd", "controller", "from_settings", "node_state", "errors_of", "API_VERSIONS"]
+__all__ = ["Slurmrestd", "controller", "from_settings", "node_state", "epoch_of", "errors_of", "API_VERSIONS"]

@@ -25,10 +25,13 @@ def drain_apply(engine, policy, slurm, cluster: str, actor: str, dry_run: bool =
     from attribution.store import drain as sd
 
     with sd.apply_lock(engine, cluster):
+        nodes = slurm.nodes()
+        if not dry_run:  # Slurm's view first: a node rebooted or resumed with Slurm's own tools is no candidate
+            drain_sync(engine, cluster, nodes)
         cands = drain_plan(engine, policy, cluster)
         recent = sd.applied_since(engine, cluster, datetime.now(timezone.utc) - timedelta(hours=1))
         rows = []
-        for d in decide(cands, slurm.nodes(), policy, recent):
+        for d in decide(cands, nodes, policy, recent):
             word, detail = d.decision, d.detail
             if d.decision == "apply":
                 if dry_run:
@@ -44,7 +47,22 @@ def drain_apply(engine, policy, slurm, cluster: str, actor: str, dry_run: bool =
             rows.append((d, word, detail))
         if not dry_run:  # the drains' own rows are written already
             sd.audit(engine, cluster, [r for r in rows if r[1] not in ("applied", "failed")], policy.version, actor)
+        if any(r[1] == "applied" for r in rows):
+            try:  # Slurm's view with our drains in it: a resume with Slurm's tools before the next view is seen
+                drain_sync(engine, cluster, slurm.nodes())
+            except SlurmError:
+                pass  # the drains stand; the next sync-nodes sees them
     return rows
+
+
+def drain_sync(engine, cluster: str, nodes) -> list:
+    """Record Slurm's view of the cluster's nodes (`slurm.nodes()`): their boots, drains and resumes since the
+    last view go into the node's life (store.node_life). Returns the changes."""
+    from datetime import datetime, timezone
+
+    from attribution.store.node_life import sync
+
+    return sync(engine, cluster, nodes, datetime.now(timezone.utc))
 
 
 def drain_resume(open_engine, slurm, cluster: str, node: str, actor: str) -> int:

@@ -35,12 +35,15 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
     service, when more reports of this job are queued behind this one: the last of them attributes the whole
     evidence); the verdict returned is then None, as when another process is attributing.
     """
+    from attribution.drain.life import from_evidence as life_of_evidence
     from attribution.reports.render import verdict_to_dict
     from attribution.store import in_transaction
+    from attribution.store.node_life import record_changes
     from attribution.store.recurrence import render_with_recurrence
     from attribution.store.writer import IngestResult, JobSession
 
     inside, outside = split_by_window(ruleset, ctx, events)
+    life, inside, outside = life_of_evidence(ruleset, ctx, inside, outside)  # boots: the node's life, not events
 
     def store(conn):
         def ahead(session, batch):
@@ -53,6 +56,8 @@ def ingest(ruleset: RuleSet, engine, ctx: ExecutionContext, events: list[Event],
 
         s, new, linked, (alone, early) = store_piece(conn, ctx, inside, outside, coverage, source, telemetry,
                                                      evidence, evidence_piece, ahead=ahead)
+        if life:
+            record_changes(conn, ctx.cluster, life)
         done = None
         if alone:
             done = s.attribute(ruleset, correlate, render_with_recurrence(conn, s.job.id, ctx, verdict_to_dict),

@@ -87,7 +87,7 @@ def build_kinds(b: Building, docs: list[Document]) -> None:
                 continue
             b.kinds[name] = KindSpec(name=name, role=spec["role"], summary=spec["summary"],
                                      outcome=spec.get("outcome"), action=spec.get("action"),
-                                     severity=spec.get("severity", "info"),
+                                     severity=spec.get("severity", "info"), life=spec.get("life"),
                                      hint=MappingProxyType(dict(spec["hint"])) if spec.get("hint") else None)
     if not b.kinds:
         b.problems.append(Problem(str(b.root), None, "no kinds file (type: kinds)"))
@@ -318,11 +318,15 @@ def build_drain_policy(b: Building, docs: list[Document]) -> None:
     caps = doc["caps"]
     conds = []
     for c in doc["conditions"]:
-        culprit = c.get("culprit_of_failed_jobs")
+        # a recurrence condition holds one of the two forms under `recurrence:` and counts all of its evidence,
+        # also what came before the node's last reboot or resume (docs/drain.md "Recurrence")
+        form = c.get("recurrence") or c
+        culprit = form.get("culprit_of_failed_jobs")
         conds.append(Condition(id=c["id"], min_count=int(c["min_count"]), window_days=int(c["window_days"]),
                                label=c.get("label") or c["id"], score=float(c["score"]),
-                               kinds=tuple(c.get("kinds", ())), per=c.get("per"), distinct=c.get("distinct"),
-                               culprit_distinct=culprit["distinct"] if culprit else None))
+                               kinds=tuple(form.get("kinds", ())), per=form.get("per"), distinct=form.get("distinct"),
+                               culprit_distinct=culprit["distinct"] if culprit else None,
+                               recurrence="recurrence" in c))
     version = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
     b.drain_policy = DrainPolicy(version=version, reason_prefix=doc["reason_prefix"],
                                  max_fraction_drained=float(caps["max_fraction_drained"]),

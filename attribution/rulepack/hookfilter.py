@@ -24,11 +24,18 @@ def node_side(rule: Rule) -> bool:
     return bool(set(rule.sources) & HOOK_SOURCES)
 
 
+def hook_looks_for(ruleset: RuleSet, rule: Rule) -> bool:
+    """A node-side rule whose lines make a job worth a look. Not one of a kind that marks the node's life (a boot,
+    `life:` in rules/kinds.yaml): no fault, and the hook's report carries the node's boot time anyway."""
+    spec = ruleset.kinds.get(rule.kind) if rule.kind else None
+    return node_side(rule) and not (spec is not None and spec.life)
+
+
 def hook_filter(ruleset: RuleSet) -> list[str]:
     """The filter's lines: every node-side rule's strings, each once, in the pack's order."""
     out: dict[str, None] = {}
     for rule in ruleset.rules:
-        if node_side(rule):
+        if hook_looks_for(ruleset, rule):
             out.update(dict.fromkeys(rule.hook_filter))
     return list(out)
 
@@ -41,7 +48,7 @@ def rule_problems(ruleset: RuleSet) -> list[Problem]:
     """Node-side rules without filter strings, and node examples their own strings miss."""
     out = []
     for rule in ruleset.rules:
-        if not node_side(rule):
+        if not hook_looks_for(ruleset, rule):
             continue
         if not rule.hook_filter:
             out.append(Problem(rule.path, rule.line, f"rule {rule.id}: a rule of a node source needs hook_filter "
@@ -64,7 +71,7 @@ def file_problems(ruleset: RuleSet, path: Path) -> list[Problem]:
     want = hook_filter(ruleset)
     out = []
     for rule in ruleset.rules:
-        if node_side(rule):
+        if hook_looks_for(ruleset, rule):
             for s in rule.hook_filter:
                 if s not in have:
                     out.append(Problem(rule.path, rule.line, f"rule {rule.id}: the hook filter {path} lacks {s!r}, "

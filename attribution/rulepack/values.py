@@ -21,6 +21,7 @@ class KindSpec(Value):
     action: str | None = None
     severity: str = "info"
     hint: Mapping[str, Any] | None = None
+    life: str | None = None  # `boot`: the kind marks a change in the node's life (kept in node_life, not as an event)
 
 
 class Variant(Value):
@@ -213,6 +214,9 @@ class Condition(Value):
     per: str | None = None
     distinct: str | None = None
     culprit_distinct: str | None = None
+    #: counts all of its evidence within the window, also what came before the node's last reboot or resume
+    #: (the others, one-shot conditions, count only what came after)
+    recurrence: bool = False
 
 
 class DrainPolicy(Value):

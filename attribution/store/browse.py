@@ -195,7 +195,12 @@ def node_history(conn: Connection, cluster: str, node: str, now: datetime, days:
                  limit: int = 200) -> dict:
     """Everything the store knows that one node did wrong in the last `days` days: its cause events by ISO week
     and kind, its recurring faults, the failed jobs it ran (culprit or not), its drain decisions and resumes,
-    and whether the drain policy names it now; its telemetry counters (node_telemetry)."""
+    whether the drain policy names it now and why (or why not: each condition's progress, drain.explain), its
+    life (boots, drains and resumes, Slurm's last view of it) and its telemetry counters (node_telemetry)."""
+    from attribution.drain.explain import summary
+    from attribution.store.drain import node_progress
+    from attribution.store.node_life import node_life, node_state
+
     since = now - timedelta(days=days)
     p = {"cluster": cluster, "node": node, "since": since, "lim": limit}
     weekly = [json_row(r) for r in conn.execute(text(NODE_FAULTS_WEEKLY), p).mappings()]
@@ -204,12 +209,18 @@ def node_history(conn: Connection, cluster: str, node: str, now: datetime, days:
     drains = [json_row(r) for r in conn.execute(text(NODE_DRAINS), p).mappings()]
     candidate = conn.execute(text(NODE_CANDIDATE), p).mappings().first()
     resumed = conn.execute(text(NODE_RESUMED), p).scalar()
+    conditions = node_progress(conn, cluster, node, now)
+    state = node_state(conn, cluster, node)
     return {
         "cluster": cluster, "node": node, "since": format_utc(since), "until": format_utc(now),
         "faults_weekly": weekly, "recurring_faults": recurring,
         "failed_jobs": [json_row(r) for r in jobs_rows[:limit]], "failed_jobs_truncated": len(jobs_rows) > limit,
         "drain_actions": drains, "drain_candidate": None if candidate is None else json_row(candidate),
         "resumed_at": None if resumed is None else format_utc(resumed),
+        "drain_conditions": [json_row(p.to_dict()) for p in conditions],
+        "drain_summary": summary(conditions) if conditions else None,
+        "life": [json_row(r) for r in node_life(conn, cluster, node, since, limit)],
+        "slurm_state": None if state is None else json_row(state),
         **node_telemetry(conn, cluster, node, since, limit),
     }
 

@@ -7,8 +7,9 @@ import json
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Iterator
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
+from attribution.drain.explain import ConditionProgress, progress
 from attribution.drain.policy import Candidate, Decision, DrainPolicy
 
 UTC = timezone.utc
@@ -29,13 +30,19 @@ def load_policy(engine: Engine, policy: DrainPolicy) -> None:
             {"v": policy.version, "p": policy.reason_prefix, "caps": json.dumps(policy.caps),
              "doc": json.dumps(dict(policy.document), default=str)})
         c.execute(text("DELETE FROM attribution.drain_conditions WHERE policy_version = :v"), {"v": policy.version})
-        c.execute(text(
-            "INSERT INTO attribution.drain_conditions (policy_version, condition_id, kinds, per, distinct_by, "
-            "culprit_distinct, min_count, window_days, label, score) VALUES "
-            "(:v, :id, :kinds, :per, :distinct, :culprit, :min_count, :window_days, :label, :score)"),
-            [{"v": policy.version, "id": k.id, "kinds": list(k.kinds) or None, "per": k.per,
-              "distinct": k.distinct, "culprit": k.culprit_distinct, "min_count": k.min_count,
-              "window_days": k.window_days, "label": k.label, "score": k.score} for k in policy.conditions])
+        insert_conditions(c, policy)
+
+
+def insert_conditions(conn: Connection, policy: DrainPolicy) -> None:
+    """The policy's conditions as rows of drain_conditions (what drain_conditions_at evaluates)."""
+    conn.execute(text(
+        "INSERT INTO attribution.drain_conditions (policy_version, condition_id, kinds, per, distinct_by, "
+        "culprit_distinct, min_count, window_days, label, score, recurrence) VALUES "
+        "(:v, :id, :kinds, :per, :distinct, :culprit, :min_count, :window_days, :label, :score, :recurrence)"),
+        [{"v": policy.version, "id": k.id, "kinds": list(k.kinds) or None, "per": k.per,
+          "distinct": k.distinct, "culprit": k.culprit_distinct, "min_count": k.min_count,
+          "window_days": k.window_days, "label": k.label, "score": k.score, "recurrence": k.recurrence}
+         for k in policy.conditions])
 
 
 def candidates(engine: Engine, cluster: str | None = None) -> list[Candidate]:
@@ -106,13 +113,17 @@ def drain_outcome(engine: Engine, action_id: int, word: str, detail: str) -> Non
 
 def record_resume(engine: Engine, cluster: str, node: str, actor: str | None, detail: str,
                   at: datetime | None = None) -> int:
-    """The node's evidence up to now stops counting. Returns how many events were marked handled."""
+    """The node's evidence up to now stops counting for the one-shot conditions (a resume in its life,
+    node_life). Returns how many events were marked handled."""
+    from attribution.store.node_life import LifeChange, record_changes
+
     at = at or datetime.now(UTC)
     with engine.begin() as c:
         c.execute(text(
             "INSERT INTO attribution.node_resumes (cluster, node, resumed_at) VALUES (:c, :n, :t) "
             "ON CONFLICT (cluster, node) DO UPDATE SET resumed_at = excluded.resumed_at"),
             {"c": cluster, "n": node, "t": at})
+        record_changes(c, cluster, [LifeChange(node, at, "resume", "attribution", actor, detail)])
         n = c.execute(text(
             "UPDATE attribution.events SET handled_at = :t WHERE node_key = :n AND cluster = :c AND node = :n "
             "AND handled_at IS NULL "
@@ -131,3 +142,26 @@ def actions(engine: Engine, cluster: str | None = None, limit: int = 50) -> list
             "WHERE CAST(:c AS text) IS NULL OR cluster = :c ORDER BY id DESC LIMIT :n"),
             {"c": cluster, "n": limit}).mappings().all()
     return [dict(r) for r in rows]
+
+
+#: The conditions of the policy in force (the newest loaded), with what each counts.
+POLICY_CONDITIONS = """
+SELECT c.condition_id, c.recurrence, c.min_count, c.window_days,
+       CASE WHEN c.culprit_distinct = 'users' THEN 'users' WHEN c.culprit_distinct IS NOT NULL THEN 'failed jobs'
+            ELSE c.distinct_by END AS unit
+FROM attribution.drain_conditions c
+WHERE c.policy_version = (SELECT version FROM attribution.drain_policies ORDER BY loaded_at DESC, version LIMIT 1)
+ORDER BY c.condition_id"""
+NODE_PROGRESS = """
+SELECT condition_id, gpu, counted, seen, weeks, reset_at, reset_what, reset_source
+FROM attribution.drain_conditions_at(:t, NULL, :c, :n)"""
+
+
+def node_progress(conn: Connection, cluster: str, node: str, at: datetime) -> list[ConditionProgress]:
+    """Each condition of the policy in force and how far the node's evidence goes towards it at `at`, nearest
+    first (drain.explain); empty when no policy was loaded yet."""
+    conditions = [dict(r) for r in conn.execute(text(POLICY_CONDITIONS)).mappings()]
+    if not conditions:
+        return []
+    rows = [dict(r) for r in conn.execute(text(NODE_PROGRESS), {"t": at, "c": cluster, "n": node}).mappings()]
+    return progress(conditions, rows)

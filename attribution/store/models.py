@@ -68,6 +68,8 @@ DISTRIBUTION: dict[str, tuple[str, str | None] | None] = {
     "drain_policies": None,
     "drain_conditions": None,
     "node_resumes": None,
+    "node_life": ("node", "events"),
+    "node_states": ("node", "events"),
     "alert_cursors": None,
     "alert_keys": None,
     "kueue_watch_bookmarks": None,
@@ -402,6 +404,8 @@ class DrainCondition(Base):
     window_days: Mapped[int] = mapped_column(Integer)
     label: Mapped[str] = mapped_column(Text)
     score: Mapped[float] = mapped_column(REAL)
+    #: counts all of its evidence in the window, also what came before the node's last reboot or resume (0021)
+    recurrence: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
 
 
 class NodeResume(Base):
@@ -413,6 +417,41 @@ class NodeResume(Base):
     cluster: Mapped[str] = mapped_column(Text)
     node: Mapped[str] = mapped_column(Text)
     resumed_at: Mapped[datetime] = mapped_column(TS)
+
+
+class NodeLife(Base):
+    """What the store learned of a node's state changes (0021): boots (the kernel's banner, a job context's
+    boot_time, Slurm's BootTime), Slurm's drains and resumes with who made them, `attribution drain resume`. A
+    one-shot drain condition counts only the evidence from after the node's last boot or resume."""
+
+    __tablename__ = "node_life"
+    __table_args__ = (PrimaryKeyConstraint("node", "cluster", "what", "at", "source"), Index(None, "at"))
+
+    node: Mapped[str] = mapped_column(Text)
+    cluster: Mapped[str] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(TS)
+    what: Mapped[str] = mapped_column(Text)  # boot | resume | drain | down
+    source: Mapped[str] = mapped_column(Text)  # kernel | context | slurm | attribution
+    actor: Mapped[str | None] = mapped_column(Text)
+    detail: Mapped[str | None] = mapped_column(Text)
+    recorded_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+
+
+class NodeSlurmState(Base):
+    """Slurm's last view of a node, as `attribution drain sync-nodes` saw it (the next view is compared with it)."""
+
+    __tablename__ = "node_states"
+    __table_args__ = (PrimaryKeyConstraint("node", "cluster"),)
+
+    node: Mapped[str] = mapped_column(Text)
+    cluster: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(Text)
+    reason: Mapped[str | None] = mapped_column(Text)
+    reason_user: Mapped[str | None] = mapped_column(Text)
+    reason_at: Mapped[datetime | None] = mapped_column(TS)
+    boot_time: Mapped[datetime | None] = mapped_column(TS)
+    slurmd_start: Mapped[datetime | None] = mapped_column(TS)
+    seen_at: Mapped[datetime] = mapped_column(TS)
 
 
 class DrainAction(Base):
@@ -453,7 +492,8 @@ class AlertKey(Base):
 
 __all__ = ["Base", "AlertCursor", "AlertKey", "SCHEMA", "DISTRIBUTION", "Job", "Event", "JobEvent", "EventJob",
            "Verdict", "CoverageRecord", "FaultWeek",
-           "RulePack", "FaultSeries", "FailedRoot", "DrainPolicy", "DrainCondition", "NodeResume", "DrainAction"]
+           "RulePack", "FaultSeries", "FailedRoot", "DrainPolicy", "DrainCondition", "NodeResume", "DrainAction",
+           "NodeLife", "NodeSlurmState"]
 
 
 class JobEvidence(Base):

@@ -81,4 +81,6 @@ def _json_value(v: Any) -> Any:
         return float(v)
     if isinstance(v, (list, tuple)):
         return [_json_value(x) for x in v]
+    if isinstance(v, dict):
+        return json_row(v)
     return v

@@ -11,7 +11,6 @@ import tarfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from attribution.drain.policy import Candidate, NodeState, decide, load_policy, policy_problems, valid_node_name
-from attribution.fleetgen import BUS_GPU, BUS_NODE, ECC_GPU, ECC_NODE, history, write_bundle
+from attribution.fleetgen import BUS_GPU, BUS_NODE, ECC_GPU, ECC_NODE, NVLINK_NODE, history, write_bundle
 from attribution.model import Event
 from attribution.pipeline.ingest import ingest, ingest_bundle
 from attribution.pipeline.rulecheck import events_for_line
@@ -100,6 +100,27 @@ def test_the_policy_refuses_symptoms_and_application_causes(tmp_path):
     assert r.returncode == 1 and "only infrastructure causes may drain a node" in r.stdout
 
 
+def test_a_recurrence_condition_is_one_form_under_recurrence_and_drains_only_on_infrastructure_causes(tmp_path):
+    d = tmp_path / "rules"
+    shutil.copytree(ROOT / "rules", d)
+    p = d / "drain-policy.yaml"
+    text_ = p.read_text()
+    shipped = "    recurrence: {kinds: [nvlink_error], per: node, distinct: weeks}\n"
+    assert shipped in text_
+    both = text_.replace(shipped, shipped + "    per: node\n")  # a form and a recurrence at once
+    p.write_text(both)
+    r = subprocess.run([sys.executable, "-m", "attribution.cli", "rules", "check", str(d)], capture_output=True,
+                       text=True)
+    assert r.returncode != 0 and "drain-policy.yaml" in r.stdout + r.stderr
+    p.write_text(text_.replace(shipped, "    recurrence: {kinds: [nvlink_error, nccl_watchdog_timeout], per: node, "
+                                        "distinct: weeks}\n"))
+    problems = [x.message for x in policy_problems(load_rules(d))]
+    assert any("nvlink-weekly: kind 'nccl_watchdog_timeout' is a symptom" in x for x in problems)
+    p.write_text(text_.replace(shipped, "    recurrence: {culprit_of_failed_jobs: {distinct: jobs}}\n"))
+    weekly = next(c for c in load_policy(load_rules(d)).conditions if c.id == "nvlink-weekly")
+    assert weekly.recurrence and weekly.culprit_distinct == "jobs" and weekly.kinds == ()
+
+
 # -- over the stored history --------------------------------------------------------------------------------
 
 
@@ -114,7 +135,18 @@ def test_generated_history_plans_the_faulty_nodes_with_reasons(ruleset, store, t
     for j in jobs:
         ingest_bundle(ruleset, store, write_bundle(j, tmp_path))
     plan = {c.node: c for c in _plan(store, ruleset)}
-    assert set(plan) == {BUS_NODE, ECC_NODE}
+    # NVLINK_NODE too (#31): its Xid 74 in five different weeks, each a week and some hours from the last, never
+    # made nvlink-repeat's two jobs within 7 days, and makes nvlink-weekly's three ISO weeks within 56 days
+    assert set(plan) == {BUS_NODE, ECC_NODE, NVLINK_NODE}
+    nvlink = [j for j in jobs if j.story == "nvlink"]
+    weeks = sorted({(j.end - timedelta(minutes=11)).isocalendar()[:2] for j in nvlink})  # each fault's ISO week
+    assert len(weeks) == 5
+    named = ",".join(f"{y}-W{w:02d}" if i == 0 or y != weeks[i - 1][0] else f"W{w:02d}"
+                     for i, (y, w) in enumerate(weeks))
+    assert plan[NVLINK_NODE].reason == f"attribution: nvlink74 weeks {named} job {nvlink[-1].job_id}"
+    ev = {e["condition"]: e for e in plan[NVLINK_NODE].evidence}
+    assert set(ev) == {"nvlink-weekly"} and ev["nvlink-weekly"]["count"] == 5
+    assert len(ev["nvlink-weekly"]["events"]) == 5 and len(ev["nvlink-weekly"]["jobs"]) == 5
     bus_job = next(j.job_id for j in jobs if j.story == "gpu_hardware" and BUS_NODE in j.nodes)
     assert plan[BUS_NODE].reason == f"attribution: xid79 gpu {BUS_GPU} job {bus_job}"
     assert plan[ECC_NODE].reason.startswith(f"attribution: xid48 gpu {ECC_GPU} job ")

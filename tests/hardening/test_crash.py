@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine
 
 from attribution.node import spool
 from attribution.fleetgen import history, write_bundle

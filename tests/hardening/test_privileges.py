@@ -107,6 +107,9 @@ def test_a_writer_can_run_a_full_ingest(ruleset, store, pg_url, tmp_path):
             w.dispose()
     with store.connect() as c:
         assert c.execute(text("SELECT count(*) FROM attribution.job_verdicts")).scalar() == len(bundles)
+        # the boots the evidence shows (04's contexts and kernel banners), which the writer may add, not read (0021)
+        boots = set(c.execute(text("SELECT node, source FROM attribution.node_life WHERE what = 'boot'")).all())
+        assert {("kes-n201", "context"), ("kes-n201", "kernel"), ("kes-n203", "context")} <= boots
         owners = c.execute(text(
             "SELECT DISTINCT pg_get_userbyid(c.relowner) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
             "WHERE i.inhparent = 'attribution.events'::regclass")).scalars().all()

@@ -19,7 +19,7 @@ WATCHED = ("link_downed", "symbol_error", "port_rcv_errors", "link_error_recover
 
 def kernel_log(node: str, boot: str) -> str:
     lines = [
-        f"Linux version 6.8.0-60-generic (buildd@lcy02-amd64-063) (x86_64-linux-gnu-gcc-12 (Ubuntu 12.3.0-1ubuntu1~22.04) 12.3.0, GNU ld (GNU Binutils for Ubuntu) 2.38) #69~22.04.1-Ubuntu SMP PREEMPT_DYNAMIC Fri Jan 10 15:21:56 UTC 2025",
+        "Linux version 6.8.0-60-generic (buildd@lcy02-amd64-063) (x86_64-linux-gnu-gcc-12 (Ubuntu 12.3.0-1ubuntu1~22.04) 12.3.0, GNU ld (GNU Binutils for Ubuntu) 2.38) #69~22.04.1-Ubuntu SMP PREEMPT_DYNAMIC Fri Jan 10 15:21:56 UTC 2025",
         "DMI: NVIDIA DGXH100/DGXH100, BIOS 1.6.7 02/21/2025",
         "smpboot: Allowing 224 CPUs, 0 hotplug CPUs",
     ]

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from attribution.pipeline.rulecheck import check_pack
-from attribution.rulepack.hookfilter import HOOK_SOURCES, filter_text
+from attribution.rulepack.hookfilter import HOOK_SOURCES, filter_text, hook_looks_for
 from attribution.rulepack.load import load_rules
 
 from tests.conftest import ROOT
@@ -27,12 +27,21 @@ def test_every_node_rule_example_passes_the_filter():
     rs = load_rules(ROOT / "rules")
     missed = []
     for rule in rs.rules:
-        if not set(rule.sources) & HOOK_SOURCES:
+        if not hook_looks_for(rs, rule):
             continue
         for ex in rule.examples:
             if ex.source in HOOK_SOURCES and not any(p in ex.line for p in PATTERNS):
                 missed.append((rule.id, ex.line))
     assert missed == []
+
+
+def test_a_boot_makes_no_job_worth_a_look():
+    """The kernel's banner (a kind with `life: boot`) is a node rule the filter leaves out: a clean job on a node
+    that booted minutes before it starts no Python (its report would carry the boot time, not a fault)."""
+    rs = load_rules(ROOT / "rules")
+    banner = next(r for r in rs.rules if r.id == "kernel.boot_banner")
+    assert not hook_looks_for(rs, banner) and banner.examples
+    assert not any(p in ex.line for ex in banner.examples for p in PATTERNS)
 
 
 def test_the_filter_is_what_grep_reads(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 
 from click.testing import CliRunner
 from sqlalchemy import text

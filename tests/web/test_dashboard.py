@@ -265,3 +265,15 @@ def test_v1_nodes_answers_the_node_telemetry(service, counter_jobs):
         ("gpu_vanished", "cause", "0000:61:00", "5531204"), ("gpu_ecc_counter", "cause", "0000:61:00", "5530917"),
         ("gpu_ecc_counter", "cause", "0000:61:00", "5530917")]
     assert node["counter_events_truncated"] is False and node["port_counters"] == []
+
+
+def test_the_node_page_says_why_a_node_is_a_drain_candidate(browser_session):
+    """#31: dgx017's page names the recurrence condition it meets, and lists every condition, nearest first."""
+    r = browser_session.get("/ui/nodes/demo/dgx017")
+    assert r.status_code == 200
+    why = re.search(r'<p id="drain-why">(.*?)</p>', r.text, re.S).group(1)
+    assert "nvlink-weekly: 5 weeks of 3 needed: candidate" in why
+    table = re.search(r'<table id="drain-conditions">(.*?)</table>', r.text, re.S).group(1)
+    rows = re.findall(r'<tr data-condition="([^"]+)"', table)
+    assert rows[0] == "nvlink-weekly" and {"gpu-lost", "nvlink-repeat", "culprit-two-users"} <= set(rows)
+    assert "all (recurrence)" in table and "since the last reboot or resume" in table

@@ -4,7 +4,7 @@ collection was handled up to (kueue_watch_bookmarks), and which run of which wor
 duplicates. The writer (the watcher's role) may read, insert and update both; nobody deletes.
 
 Revision ID: 0022
-Revises: 0020
+Revises: 0021
 Create Date: 2027-01-10
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0022"
-down_revision = "0020"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 
