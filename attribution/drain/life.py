@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterable
 
 from attribution.drain.policy import NodeState
 from attribution.model import Event, ExecutionContext

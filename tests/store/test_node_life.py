@@ -12,7 +12,7 @@ The history (cluster `life`, 8 GPUs per node, one node per job), written as jour
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
