@@ -1,17 +1,15 @@
-"""Model values as plain JSON documents and back: for the spool, the store's context column and the API.
+"""Model values as plain JSON documents and back: for the store's context column, the API and the observation
+documents (intake/codec.py decodes those).
 
-Also the one codec of a report (the epilog payload: `{"type": "ingest", "source", "context", "events",
-"coverage", "evidence"}`): the node agent encodes it for the spool and the service, the spool replay and the
-service's intake decode it. `evidence` is the reporter's piece of the lines kept for replay (replay/keep.py
-makes it, docs/replay.md), bounded per reporter by the EVIDENCE_ limits below, checked here.
+Also the lines a reporter kept for replay (`evidence`: replay/keep.py makes it, docs/replay.md), bounded per
+reporter by the EVIDENCE_ limits below, checked here.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Collection, Mapping
+from typing import Any, Mapping
 
-from attribution.frozen import Value
 from attribution.errors import InputError, TimeError
 from attribution.model import Coverage, Event, ExecutionContext
 from attribution.scope.bundle import context_from_mapping
@@ -62,50 +60,6 @@ def coverage_to_json(c: Coverage) -> dict:
 def coverage_from_json(d: dict) -> Coverage:
     return Coverage(source=str(d["source"]), node=d.get("node"), status=str(d["status"]), lines=int(d.get("lines", 0)),
                     reason=d.get("reason"), file=d.get("file"), notes=tuple(d.get("notes") or ()))
-
-
-class Report(Value):
-    """One job's events and coverage from one reporter (a node epilog, the controller, a connector)."""
-
-    context: ExecutionContext
-    events: tuple[Event, ...]
-    coverage: tuple[Coverage, ...]
-    source: str
-    telemetry: Mapping[str, Any] | None = None  # {node: (prolog, epilog)} counter snapshots (node.epilog's codec)
-    evidence: Mapping[str, Any] | None = None  # the reporter's kept lines (evidence_from_json's form)
-
-
-def report_to_json(report: Report) -> dict:
-    return {"type": "ingest", "source": report.source, "context": context_to_json(report.context),
-            "events": [event_to_json(e) for e in report.events],
-            "coverage": [coverage_to_json(c) for c in report.coverage]} | (
-                {"evidence": dict(report.evidence)} if report.evidence is not None else {})
-
-
-def report_from_json(doc: Any, origin: str = "payload", *, max_events: int | None = None,
-                     sources: Collection[str] | None = None, type_required: bool = False) -> Report:
-    """A report from its JSON form. Raises InputError naming `origin` and the part that is wrong. `sources`: the
-    reporters accepted (any when None); `type_required`: refuse a document without `"type": "ingest"`."""
-    if not isinstance(doc, Mapping):
-        raise InputError(origin, "expected a JSON object")
-    if doc.get("type", None if type_required else "ingest") != "ingest":
-        raise InputError(origin, f"unknown payload type {doc.get('type')!r} (expected 'ingest')")
-    source = str(doc.get("source") or "node")
-    if sources is not None and source not in sources:
-        raise InputError(origin, f"source {source!r} is not one of {', '.join(sources)}")
-    ctx = context_from_document(doc.get("context"), f"{origin}: context")
-    events_doc = doc.get("events") or []
-    coverage_doc = doc.get("coverage") or []
-    if not isinstance(events_doc, list) or not isinstance(coverage_doc, list):
-        raise InputError(origin, "events and coverage must be lists")
-    if max_events is not None and len(events_doc) > max_events:
-        raise InputError(origin, f"{len(events_doc)} events in one batch; at most {max_events} are accepted")
-    events = tuple(_convert(event_from_json, d, f"{origin}: events[{i}]") for i, d in enumerate(events_doc))
-    coverage = tuple(_convert(coverage_from_json, d, f"{origin}: coverage[{i}]") for i, d in enumerate(coverage_doc))
-    evidence = None
-    if doc.get("evidence") is not None:
-        evidence = evidence_from_json(doc["evidence"], f"{origin}: evidence", source)
-    return Report(ctx, events, coverage, source, evidence=evidence)
 
 
 #: Bounds of the lines kept for replay, per reporter (a node's report, a bundle) and per job (replay.keep).

@@ -98,3 +98,44 @@ def store(pg_url):
         yield engine
     finally:
         engine.dispose()
+
+
+# -- a real `attribution serve` on its own database, for the hooks' tests (one per module) ----------------------
+
+#: The report token the hooks' tests give their nodes: it speaks for nodes n1-n4 of cluster `hard` only
+NODE_TOKEN = "0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def node_db(pg_server, pg_template):
+    import uuid
+
+    name = f"node_{uuid.uuid4().hex[:12]}"
+    url = pg_server.create_database(name, template=pg_template)
+    try:
+        yield url
+    finally:
+        pg_server.drop_database(name)
+
+
+@pytest.fixture(scope="module")
+def node_service(node_db, tmp_path_factory):
+    from tests.harness.service import start_service
+
+    svc = start_service(node_db, tmp_path_factory.mktemp("node-service"),
+                        extra_tokens=f"report {NODE_TOKEN} n1-token cluster=hard nodes=n[1-4]\n")
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+@pytest.fixture(scope="module")
+def node_engine(node_db):
+    from sqlalchemy import create_engine
+
+    engine = create_engine(node_db)
+    try:
+        yield engine
+    finally:
+        engine.dispose()

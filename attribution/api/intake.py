@@ -8,8 +8,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from attribution.errors import InputError
+from attribution.frozen import Value
+from attribution.model import Coverage, Event, ExecutionContext
 from attribution.rulepack.values import RuleSet
-from attribution.serialize import Report, context_from_document
+from attribution.serialize import context_from_document
 from attribution.store.jobs import CONTEXT_PRECEDENCE
 
 #: Sources a report may name: those whose precedence decides whose job context wins in the store.
@@ -17,6 +19,18 @@ REPORT_SOURCES = tuple(CONTEXT_PRECEDENCE)
 
 
 parse_context = context_from_document
+
+
+class Report(Value):
+    """One report for the pipeline: a job's context (and the scheduler's events from it), or a decoded
+    observation document's piece (pipeline/intake.py) with its counter snapshots and its kept lines."""
+
+    context: ExecutionContext
+    events: tuple[Event, ...]
+    coverage: tuple[Coverage, ...]
+    source: str
+    telemetry: Mapping[str, Any] | None = None  # {node: (prolog, epilog)} parsed counter snapshots
+    evidence: Mapping[str, Any] | None = None  # the reporter's kept lines (serialize.evidence_from_json's form)
 
 
 def context_report(ruleset: RuleSet, doc: Mapping[str, Any], cluster: str, job_id: str, source: str = "api",

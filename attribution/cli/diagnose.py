@@ -111,9 +111,13 @@ def rules_check(directory: Path | None, hook_filter: Path | None) -> None:
 
 @rules.command("filter")
 @click.argument("directory", type=click.Path(path_type=Path), required=False)
-def rules_filter(directory: Path | None) -> None:
+@click.option("--error-lines", "error_lines", is_flag=True,
+              help="Print the error-looking lines' patterns the node collector keeps for replay instead "
+                   "(> hooks/error-lines.patterns).")
+def rules_filter(directory: Path | None, error_lines: bool) -> None:
     """Print the node hook's grep filter generated from the pack (attribution rules filter > hooks/suspicious.patterns)."""
-    from attribution.rulepack.hookfilter import filter_text
+    from attribution.rulepack.hookfilter import error_lines_text, filter_text
     from attribution.rulepack.load import load_rules
 
-    click.echo(filter_text(load_rules(directory)), nl=False)
+    rs = load_rules(directory)
+    click.echo(error_lines_text(rs) if error_lines else filter_text(rs), nl=False)

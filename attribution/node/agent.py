@@ -220,20 +220,22 @@ def default_filter() -> str | None:
     return None
 
 
-def _filter(path: str | None) -> tuple[list[bytes] | None, str | None, str | None]:
-    """(the filter's strings, their digest, a problem) of the filter file (the shipped one when none is named)."""
+def _filter(path: str | None) -> tuple[list[bytes] | None, object, str | None, str | None]:
+    """(the filter's strings, the error-looking lines' patterns, the filter's digest, a problem) of the filter
+    file (the shipped one when none is named) and of error-lines.patterns beside it (logs.read_error_lines)."""
     import hashlib
+
+    from attribution.node.logs import read_error_lines, read_filter
 
     path = path or default_filter()
     if not path:
-        return None, None, "no filter file found (ATTRIBUTION_FILTER)"
-    from attribution.node.logs import read_filter
-
+        return None, None, None, "no filter file found (ATTRIBUTION_FILTER)"
+    errorlike = read_error_lines(os.path.join(os.path.dirname(path), "error-lines.patterns"))
     try:
         strings = read_filter(path)
     except OSError as exc:
-        return None, None, f"filter {path}: {exc.strerror or exc}"
-    return strings, hashlib.sha256(b"\n".join(strings)).hexdigest(), None
+        return None, errorlike, None, f"filter {path}: {exc.strerror or exc}"
+    return strings, errorlike, hashlib.sha256(b"\n".join(strings)).hexdigest(), None
 
 
 def collect(settings, environ, t0: float, deadline: float, *, kernel_source=None, kernel_file=None,
@@ -254,7 +256,7 @@ def collect(settings, environ, t0: float, deadline: float, *, kernel_source=None
     end = _int(environ.get("SLURM_JOB_END_TIME"), 0) or now
     max_read = _int(settings.get("ATTRIBUTION_NODE_LOG_BYTES"), 64 << 20)
     max_kept = _int(settings.get("ATTRIBUTION_KEPT_BYTES"), 8 << 20)
-    strings, digest, problem = _filter(filter_file or settings.get("ATTRIBUTION_FILTER"))
+    strings, errorlike, digest, problem = _filter(filter_file or settings.get("ATTRIBUTION_FILTER"))
     if problem:
         out.notes.append(problem + ": every line kept")
     kind = kernel_source or settings.get("ATTRIBUTION_KERNEL_SOURCE") or "auto"
@@ -274,7 +276,8 @@ def collect(settings, environ, t0: float, deadline: float, *, kernel_source=None
             log = {"source": source, "origin": origin, **how, "lines": 0, "bytes": 0, "blocks": [], "cut": False}
             if data:
                 keep = strings if strings is not None else [b""]
-                log["blocks"], log["lines"], log["cut"] = nodelogs.select_lines(data, keep, max_bytes=max_kept)
+                log["blocks"], log["lines"], log["cut"] = nodelogs.select_lines(data, keep, max_bytes=max_kept,
+                                                                                errorlike=errorlike)
                 log["bytes"] = len(data)
         except Exception as exc:  # a fault of ours on this log: the report still goes out, saying what was lost
             log = {"source": source, "origin": origin, "status": "error", "lines": 0, "bytes": 0, "blocks": [],

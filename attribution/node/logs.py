@@ -4,8 +4,9 @@ Each reader takes the job's part of one log, bounded in bytes and time: the kern
 the kernel transport only), the ring buffer (/dev/kmsg, what dmesg reads) or a kernel log file from the prolog's
 offset, and the Fabric Manager log from its offset. Of what it read, a log keeps the lines holding one of the
 filter's fixed strings (hooks/suspicious.patterns, generated from the rule pack: every line a node-side rule can
-match holds one) with CONTEXT lines around each (a record's continuation lines), as blocks of consecutive lines
-with the number of their first line. What a line means is decided at the centre, which parses the blocks with the
+match holds one) with CONTEXT lines around each (a record's continuation lines), and the error-looking lines
+(hooks/error-lines.patterns, also generated: what a later rule pack may know, kept for replay), as blocks of
+consecutive lines with the number of their first line. What a line means is decided at the centre, which parses the blocks with the
 rule pack; nothing here knows a log format.
 
 Standard library only, as everything in attribution/node.
@@ -16,7 +17,8 @@ from __future__ import annotations
 import os
 import time
 
-__all__ = ["CONTEXT", "read_filter", "select_lines", "read_kernel", "read_file", "journal_available"]
+__all__ = ["CONTEXT", "read_filter", "read_error_lines", "select_lines", "read_kernel", "read_file",
+           "journal_available"]
 
 #: Lines kept before and after each matching line (a record's continuation lines: the centre joins at most 16)
 CONTEXT = 16
@@ -45,32 +47,92 @@ def _line_starts(data: bytes, strings: list[bytes]) -> list[int]:
     return sorted(starts)
 
 
-def select_lines(data: bytes, strings: list[bytes], first_line: int = 1, max_bytes: int = 8 << 20,
-                 context: int = CONTEXT) -> tuple[list, int, bool]:
-    """(blocks, lines in `data`, whether the kept bytes hit `max_bytes`): the lines holding a filter string, each
-    with `context` lines before and after, as [[number of the block's first line, [line, ...]], ...], numbers
-    counting from `first_line`. Lines are text (UTF-8, undecodable bytes replaced)."""
-    total = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-    starts = _line_starts(data, strings)
-    if not starts:
-        return [], total, False
-    # the line number of each matching start: newlines before it, counted once in one pass over the starts
+def read_error_lines(path: str):
+    """The error-looking patterns (hooks/error-lines.patterns, generated from the pack's replay/error-lines.txt)
+    as (one case-insensitive regex over bytes, the informational lines' regex or None), or None (no file, or
+    none of its patterns compiles here). A `!pattern` line gives lines never error-looking (an NCCL INFO line)."""
+    import re
+
+    try:
+        with open(path, "rb") as f:
+            raw = [p.strip() for p in f.read(1 << 20).splitlines() if p.strip()]
+    except OSError:
+        return None
+    good: dict[bool, list[bytes]] = {True: [], False: []}
+    for p in raw:
+        negated = p.startswith(b"!")
+        body = p[1:] if negated else p
+        try:
+            re.compile(body)
+        except re.error:
+            continue  # a pattern only RE2 takes: the centre's keeper still applies it to what arrives
+        good[not negated].append(b"(?:" + body + b")")
+
+    def one(patterns):
+        return re.compile(b"|".join(patterns), re.IGNORECASE | re.MULTILINE) if patterns else None
+
+    return (one(good[True]), one(good[False])) if good[True] else None
+
+
+def _error_lines(data: bytes, errorlike, limit: int) -> tuple[list[int], bool]:
+    """The starts of the error-looking lines of `data` (at most `limit`) and whether there were more."""
+    found, informational = errorlike
+    out: list[int] = []
+    pos, n = 0, len(data)
+    while pos < n:
+        m = found.search(data, pos)
+        if m is None:
+            break
+        start = data.rfind(b"\n", 0, m.start()) + 1
+        end = data.find(b"\n", m.end())
+        end = n if end < 0 else end
+        if informational is None or not informational.search(data[start:end]):
+            if len(out) == limit:
+                return out, True
+            out.append(start)
+        pos = end + 1
+    return out, False
+
+
+def _numbers(data: bytes, starts: list[int]) -> list[int]:
+    """The 0-based line number of each line start in `starts` (sorted): newlines before it, in one pass."""
     numbers, last, count = [], 0, 0
     for s in starts:
         count += data.count(b"\n", last, s)
         numbers.append(count)
         last = s
+    return numbers
+
+
+def select_lines(data: bytes, strings: list[bytes], first_line: int = 1, max_bytes: int = 8 << 20,
+                 context: int = CONTEXT, errorlike=None, max_errorlike: int = 2000) -> tuple[list, int, bool]:
+    """(blocks, lines in `data`, whether the kept lines hit a bound): the lines holding a filter string, each
+    with `context` lines before and after, and the error-looking lines (`errorlike`: read_error_lines; at most
+    `max_errorlike` of them, alone), as [[number of the block's first line, [line, ...]], ...], numbers counting
+    from `first_line`, at most `max_bytes` of text. Lines are text (UTF-8, undecodable bytes replaced). The error-
+    looking lines are kept for replay: a later rule pack may know what this one does not (docs/replay.md)."""
+    total = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    starts = _line_starts(data, strings)
+    wanted: list[tuple[int, int]] = []  # (first, last) line numbers, 0-based
+    for n in _numbers(data, starts):
+        wanted.append((n - context, n + context))
+    cut = False
+    if errorlike is not None and data:
+        alone, cut = _error_lines(data, errorlike, max_errorlike)
+        wanted += [(n, n) for n in _numbers(data, alone)]
+    if not wanted:
+        return [], total, cut
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     spans: list[list[int]] = []
-    for n in numbers:
-        lo, hi = max(0, n - context), min(len(lines) - 1, n + context)
+    for lo, hi in sorted(wanted):
+        lo, hi = max(0, lo), min(len(lines) - 1, hi)
         if spans and lo <= spans[-1][1] + 1:
             spans[-1][1] = max(spans[-1][1], hi)
         else:
             spans.append([lo, hi])
-    blocks, kept, cut = [], 0, False
+    blocks, kept = [], 0
     for lo, hi in spans:
         out = []
         for raw in lines[lo:hi + 1]:

@@ -61,7 +61,8 @@ def node_piece(ruleset: RuleSet, report: NodeReport) -> Piece:
             keeper.feed(log.source, node, place, "\n".join(lines).encode("utf-8", "surrogateescape") + b"\n",
                         base=first - 1, origin=log.origin)
         if log.cut:
-            notes.append("the node kept only part of the lines worth a look (ATTRIBUTION_KEPT_BYTES)")
+            notes.append("the node kept only part of its lines worth a look (ATTRIBUTION_KEPT_BYTES) or of "
+                         "its error-looking lines (2,000)")
         coverage.append(Coverage(log.source, node, log.status, lines=log.lines, reason=log.reason,
                                  file=log.origin, notes=tuple(notes)))
     events = extract(ruleset, ctx, observations)

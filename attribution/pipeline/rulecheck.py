@@ -135,6 +135,9 @@ def check_pack(directory: Path | None, hook_filter: Path | None = None) -> tuple
     filter_path = hook_filter or hookfilter.default_filter_path(Path(rs.root))
     if filter_path is not None:
         problems += hookfilter.file_problems(rs, filter_path)
+        lines_path = filter_path.parent / hookfilter.ERROR_LINES_BESIDE_PACK.name  # the hooks' folder's
+        if lines_path.is_file():
+            problems += hookfilter.error_lines_problems(rs, lines_path)
     if not problems:  # the metric rules' examples (rules/metrics.yaml) run through their own engine
         problems = check_metric_examples(rs, example_context())
     n_ex = sum(len(r.examples) + len(r.no_match) for r in rs.rules)

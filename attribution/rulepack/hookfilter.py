@@ -89,3 +89,40 @@ def default_filter_path(pack: Path) -> Path | None:
     """The repository's hook filter beside a pack (rules/ and hooks/ side by side), when there is one."""
     cand = Path(pack).resolve().parent / FILTER_BESIDE_PACK
     return cand if cand.is_file() else None
+
+
+#: The error-looking lines' patterns the node collector keeps for replay, beside the filter (docs/replay.md).
+ERROR_LINES_BESIDE_PACK = Path("hooks") / "error-lines.patterns"
+
+
+def error_lines_text(ruleset: RuleSet) -> str:
+    """hooks/error-lines.patterns: the pack's error-looking patterns (replay/error-lines.txt), one a line, and its
+    informational ones as `!pattern` lines, without comments: what the node collector reads with Python's `re`
+    (a pattern only RE2 takes is left out here; the centre's keeper still applies it to what arrives)."""
+    import re
+
+    from attribution.rulepack.errorlines import error_line_patterns, informational_line_patterns
+
+    out = []
+    for prefix, patterns in (("", error_line_patterns(ruleset.root)), ("!", informational_line_patterns(ruleset.root))):
+        for p in patterns:
+            body = p[len("(?i:"):-1]  # the file's pattern, as written
+            try:
+                re.compile(body)
+            except re.error:
+                continue
+            out.append(prefix + body)
+    return "".join(f"{s}\n" for s in out)
+
+
+def error_lines_problems(ruleset: RuleSet, path: Path) -> list[Problem]:
+    """Where hooks/error-lines.patterns differs from what the pack generates."""
+    try:
+        have = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [Problem(str(path), None, f"unreadable error-line patterns: {exc}")]
+    if have == error_lines_text(ruleset):
+        return []
+    return [Problem(str(path), None, f"not what the pack's replay/error-lines.txt generates (regenerate it: "
+                                     f"attribution rules filter --error-lines > {path})")]
+

@@ -1,8 +1,8 @@
 """An incident bundle as the observation documents its reporters would send (attribution/intake/codec.py).
 
 One document per node, made by the node collector's own code (attribution/node/logs.py select_lines with the
-generated filter hooks/suspicious.patterns, node/snapshots.py for the counters) from the node's folder, with the
-Slurm values a node epilog would see for the bundle's context; and the controller's, made by the controller's own
+generated hooks/suspicious.patterns and error-lines.patterns, node/snapshots.py for the counters) from the node's
+folder, with the Slurm values a node epilog would see for the bundle's context; and the controller's, made by the controller's own
 collection (pipeline/controller.py document: the job output read with the pack's prefilter, the lines kept for
 replay) with the bundle's context as the controller would have made it. Posting them all, in any order, must give
 the verdict diagnose_bundle gives.
@@ -66,6 +66,7 @@ def node_documents(bundle: Path) -> list[dict]:
 
     ctx = load_context(bundle / "context.yaml")
     strings = nodelogs.read_filter(str(FILTER))
+    errorlike = nodelogs.read_error_lines(str(FILTER.parent / "error-lines.patterns"))
     out = []
     for node in ctx.nodes:
         ndir = bundle / "nodes" / node
@@ -78,7 +79,7 @@ def node_documents(bundle: Path) -> list[dict]:
             log = {"source": source, "origin": f"nodes/{node}/{name}", **how, "lines": 0, "bytes": 0,
                    "blocks": [], "cut": False}
             if data:
-                log["blocks"], log["lines"], log["cut"] = nodelogs.select_lines(data, strings)
+                log["blocks"], log["lines"], log["cut"] = nodelogs.select_lines(data, strings, errorlike=errorlike)
                 log["bytes"] = len(data)
             logs.append(log)
         slurm = {"SLURM_JOB_ID": ctx.job_id, "SLURMD_NODENAME": node, "SLURM_NODELIST": ",".join(ctx.nodes),

@@ -13,9 +13,8 @@ import pytest
 from sqlalchemy import text
 
 from attribution.node import spool
+from tests.conftest import NODE_TOKEN  # report, cluster=hard nodes=n[1-4]
 from tests.harness.hooknode import NODE_BIN, Node
-
-NODE_TOKEN = "0123456789abcdef0123456789abcdef"  # tests/node/conftest.py: report, cluster=hard nodes=n[1-4]
 
 
 def closed_port() -> int:

@@ -3,7 +3,11 @@ blocks) and the bounded reads of a log file from the prolog's offset."""
 
 from __future__ import annotations
 
-from attribution.node.logs import read_file, select_lines
+from attribution.node.logs import read_error_lines, read_file, select_lines
+
+from tests.conftest import ROOT
+
+ERROR_LINES = ROOT / "hooks" / "error-lines.patterns"
 
 
 def _log(n: int, hits: dict[int, str]) -> bytes:
@@ -66,3 +70,31 @@ def test_a_log_file_is_read_from_the_prologs_offset_or_its_last_bytes(tmp_path):
 def test_nul_bytes_in_a_kept_line_become_spaces():
     blocks, _, _ = select_lines(b"\0\0NVRM: Xid 79\0tail\n", [b"NVRM"], context=0)
     assert blocks == [[1, ["  NVRM: Xid 79 tail"]]]
+
+
+def test_an_error_looking_line_no_filter_string_holds_is_kept_alone_for_replay():
+    """A line the pack's error-looking patterns match (hooks/error-lines.patterns) travels without context, so a
+    later rule pack can be replayed on it (docs/replay.md); an informational NCCL line saying "Failed" does not."""
+    errorlike = read_error_lines(str(ERROR_LINES))
+    log = _log(100, {10: "thermald: sensor 7 read FAILED", 30: "NCCL INFO Failed to open libibverbs.so[.1]",
+                     50: "NVRM: Xid (PCI:0000:3b:00): 79", 90: "Traceback (most recent call last):"})
+    blocks, total, cut = select_lines(log, [b"NVRM: Xid"], context=1, errorlike=errorlike)
+    assert (total, cut) == (100, False)
+    assert blocks == [[10, ["thermald: sensor 7 read FAILED"]],
+                      [49, ["line 49 quiet", "NVRM: Xid (PCI:0000:3b:00): 79", "line 51 quiet"]],
+                      [90, ["Traceback (most recent call last):"]]]
+
+
+def test_error_looking_lines_are_bounded_and_say_so():
+    errorlike = read_error_lines(str(ERROR_LINES))
+    log = "".join(f"worker {i} failed\n" for i in range(50)).encode()
+    blocks, total, cut = select_lines(log, [b"NVRM: Xid"], errorlike=errorlike, max_errorlike=20)
+    assert cut and total == 50 and blocks == [[1, [f"worker {i} failed" for i in range(20)]]]
+
+
+def test_a_pattern_pythons_re_cannot_compile_is_left_out_and_no_file_means_none(tmp_path):
+    f = tmp_path / "error-lines.patterns"
+    f.write_text("(?P<x\n\\bboom\\b\n!boom ok\n")
+    found, informational = read_error_lines(str(f))
+    assert found.search(b"a BOOM here") and informational.search(b"boom ok")
+    assert read_error_lines(str(tmp_path / "none")) is None

@@ -17,7 +17,7 @@ from attribution.pipeline.intake import decode_document, ingest_document
 from attribution.reports.render import verdict_to_dict
 
 from tests.conftest import CASES, INCIDENTS, ROOT, bundles
-from tests.harness.documents import documents
+from tests.harness.documents import FILTER, documents
 
 ALL = bundles(INCIDENTS) + bundles(CASES) + bundles(ROOT / "tests" / "realworld")
 
@@ -28,6 +28,16 @@ def current_document(engine, cluster: str, job_id: str) -> dict:
             "SELECT v.document FROM attribution.jobs j JOIN attribution.verdicts v ON v.job_id = j.job_id "
             "AND v.id = j.current_verdict_id WHERE j.cluster = :c AND j.job_id = :j"),
             {"c": cluster, "j": job_id}).scalar_one()
+
+
+def kept_lines(engine, job_id: str, nodes: set) -> set:
+    from attribution.store.evidence import load_evidence
+
+    with engine.begin() as c:
+        ref = c.execute(text("SELECT id FROM attribution.jobs WHERE job_id = :j"), {"j": job_id}).scalar_one()
+        doc = load_evidence(c, job_id, ref) or {"files": []}
+    return {(f["source"], f["node"], f["file"], n, t, flags) for f in doc["files"]
+            if f["source"] == "job" or f["node"] in nodes for n, t, flags in f["lines"]}
 
 
 @pytest.fixture
@@ -64,3 +74,15 @@ def test_a_bundle_reported_by_its_nodes_and_controller_gets_its_verdict(ruleset,
     reported = {d["reporter"]["name"] for d in docs[:-1]}
     assert got["coverage"] == [c for c in whole["coverage"] if c["source"] == "job" or c["node"] in reported]
     assert {k: v for k, v in got.items() if k != "coverage"} == {k: v for k, v in whole.items() if k != "coverage"}
+    # the lines kept for replay of a failed job (docs/replay.md; a bundle stored whole keeps none of a job that
+    # did not fail, its reporters' pieces arrive before any verdict) are the bundle's: each node sent its filter's
+    # hits and its error-looking lines, the rest of its logs stayed home. Not a node's boot banner: the filter
+    # leaves out the kinds that mark a node's life (rulepack/hookfilter.py), its report carries the boot time.
+    strings = [s for s in FILTER.read_text().splitlines() if s]
+
+    def replayable(engine):
+        return {x for x in kept_lines(engine, ctx["job_id"], reported)
+                if x[0] == "job" or x[5] != "p" or any(s in x[4] for s in strings)}
+
+    if got["outcome"] != "none":
+        assert replayable(store) == replayable(second_store)

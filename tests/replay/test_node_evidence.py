@@ -1,13 +1,12 @@
-"""The evidence kept for replay of jobs the node agents report (node/epilog.py), not bundles: each report carries
-its reporter's kept lines through the report codec, the store merges them per job, and `rules diff` and
-`reattribute` re-derive such a job as they do a bundle's (docs/replay.md)."""
+"""The evidence kept for replay of jobs the hooks report, not bundles: each node collector sends its filter's hits
+and its error-looking lines (hooks/error-lines.patterns), the controller its job output's kept lines, the centre
+keeps them per reporter and merges them per job, and `rules diff` and `reattribute` re-derive such a job as they
+do a bundle's (docs/replay.md)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -16,13 +15,13 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from attribution.cli import main
-from attribution.collect.live import LiveSources
 from attribution.config import Settings
 from attribution.errors import InputError
-from attribution.node.epilog import run_controller, run_node
+from attribution.node import agent, hookenv
+from attribution.pipeline.controller import controller_document
+from attribution.pipeline.intake import decode_document, ingest_document
 from attribution.replay.keep import Limits, LineKeeper, merge_piece
-from attribution.scope.slurm import parse_env
-from attribution.serialize import evidence_from_json, report_from_json
+from attribution.serialize import evidence_from_json
 from attribution.store.evidence import load_evidence
 
 from tests.conftest import ROOT
@@ -33,6 +32,7 @@ START = datetime(2026, 3, 10, 8, 0, tzinfo=UTC)
 END = datetime(2026, 3, 10, 10, 0, tzinfo=UTC)
 G02_LINE = "thermald: sensor 7 read failed"
 JOB_LINE = "[rank0] dataloader worker 3 exited: failed to fetch shard 12"
+FILTER = ROOT / "hooks" / "suspicious.patterns"
 
 
 def _kernel_file(tmp_path: Path, node: str, line: str) -> Path:
@@ -54,31 +54,31 @@ def _env(node: str | None, job_id: str = "601", **more) -> dict:
     return env | more
 
 
-def _db_factory(engine):
-    return contextlib.contextmanager(lambda: (yield engine))
-
-
-def _settings(tmp_path: Path, **over) -> Settings:
-    return replace(Settings(home=tmp_path / "home"), **over)
-
-
-def report_node(ruleset, tmp_path: Path, node: str, line: str, factory, settings: Settings):
+def node_document(tmp_path: Path, node: str, line: str) -> tuple[dict, Path]:
+    """What `attribution-node epilog` on `node` collects of job 601 (its kernel file holding `line`)."""
     kern = _kernel_file(tmp_path, node, line)
-    sources = LiveSources(kernel="file", kernel_file=str(kern), fabricmanager_log=None)
-    r = run_node(ruleset, settings, parse_env(_env(node)), factory, time.monotonic() + 60, now=END,
-                 sources=sources)
-    assert r.stored and r.spooled is None, r.line()
+    doc, _ = agent.collect(hookenv.settings({}), _env(node), time.monotonic(), time.monotonic() + 60,
+                           kernel_source="file", kernel_file=str(kern), fabricmanager_log="",
+                           filter_file=str(FILTER))
+    return json.loads(json.dumps(doc)), kern
+
+
+def report_node(ruleset, tmp_path: Path, node: str, line: str, store) -> Path:
+    """The node's document through the centre's intake, as the service takes it."""
+    doc, kern = node_document(tmp_path, node, line)
+    ingest_document(ruleset, store, decode_document(doc, "test"))
     return kern
 
 
-def report_controller(ruleset, tmp_path: Path, factory, settings: Settings) -> Path:
+def report_controller(ruleset, tmp_path: Path, store) -> Path:
     out = tmp_path / "slurm-601.out"
     out.write_text("[2026-03-10 08:00:00] step 0 loss 1.0\n[2026-03-10 08:01:00] step 1 loss 1.0\n"
                    f"{JOB_LINE}\n")
     info = {"JobState": "FAILED", "ExitCode": "1:0", "StdOut": str(out), "StdErr": str(out),
             "StartTime": "2026-03-10T08:00:00", "EndTime": "2026-03-10T10:00:00", "NodeList": "g[01-02]"}
-    r = run_controller(ruleset, settings, parse_env(_env(None)), factory, time.monotonic() + 60, info=info, now=END)
-    assert r.stored, r.line()
+    doc, why = controller_document(ruleset, Settings(home=tmp_path / "home"), _env(None), info, now=END.timestamp())
+    assert why is None
+    ingest_document(ruleset, store, decode_document(json.loads(json.dumps(doc)), "test"))
     return out
 
 
@@ -93,7 +93,7 @@ def _lines(doc: dict) -> set:
             for f in doc["files"] for n, t, flags in f["lines"]}
 
 
-def _diff_and_reattribute(store, tmp_path: Path) -> None:
+def _diff_and_reattribute(store, tmp_path: Path, g01_kernel: Path) -> None:
     """`rules diff` with a pack knowing the unknown line lists exactly job 601, unknown -> gpu_hardware on g01;
     `reattribute` makes it so."""
     env = {"ATTRIBUTION_DATABASE_URL": store.url.render_as_string(hide_password=False)}
@@ -123,17 +123,14 @@ def _diff_and_reattribute(store, tmp_path: Path) -> None:
             "SELECT e.location FROM attribution.events e JOIN attribution.verdicts v ON v.root_event_id = e.id "
             "JOIN attribution.jobs j ON v.id = j.current_verdict_id AND v.job_id = j.job_id "
             "WHERE j.job_id = '601'")).scalar_one()
-        assert loc == f"{tmp_path / 'g01-kern.log'}:2"
+        assert loc == f"{g01_kernel}:2"
     assert json.loads(CliRunner().invoke(main, ["rules", "diff", str(pack), "--json"], env=env).output)["changed"] == 0
 
 
-def test_node_agents_reporting_to_the_database_keep_the_union_of_their_lines_and_replay_them(ruleset, store,
-                                                                                             tmp_path):
-    factory = _db_factory(store)
-    settings = _settings(tmp_path)
-    k1 = report_node(ruleset, tmp_path, "g01", UNKNOWN_LINE, factory, settings)
-    k2 = report_node(ruleset, tmp_path, "g02", G02_LINE, factory, settings)
-    out = report_controller(ruleset, tmp_path, factory, settings)
+def test_the_hooks_reports_keep_the_union_of_their_lines_and_replay_them(ruleset, store, tmp_path):
+    k1 = report_node(ruleset, tmp_path, "g01", UNKNOWN_LINE, store)
+    k2 = report_node(ruleset, tmp_path, "g02", G02_LINE, store)
+    out = report_controller(ruleset, tmp_path, store)
     doc = _kept(store)
     union = {("node/g01", "kernel", "g01", "nodes/g01/kernel.log", str(k1), 2,
               f"2026-03-10 09:59:30 g01 kernel: {UNKNOWN_LINE}", "e"),
@@ -144,40 +141,62 @@ def test_node_agents_reporting_to_the_database_keep_the_union_of_their_lines_and
     assert sorted(doc["pieces"]) == ["controller/controller", "node/g01", "node/g02"]
     assert doc["truncated"] is False and doc["telemetry"] == {}
     # the same node reporting again replaces its piece: nothing doubles
-    report_node(ruleset, tmp_path, "g01", UNKNOWN_LINE, factory, settings)
+    report_node(ruleset, tmp_path, "g01", UNKNOWN_LINE, store)
     assert _lines(_kept(store)) == union
     with store.begin() as c:
         assert c.execute(text("SELECT lines FROM attribution.job_evidence")).scalar_one() == 3
         # the controller's job name stays when a node (which knows none) reports after it
         assert c.execute(text("SELECT job_name FROM attribution.jobs")).scalar_one() == "llama 70b"
-    _diff_and_reattribute(store, tmp_path)
+    _diff_and_reattribute(store, tmp_path, k1)
+
+
+def test_a_node_sends_its_error_looking_lines_alone_and_the_rest_of_its_log_stays_home(tmp_path):
+    """The unknown line travels although no filter string is in it; the USB line beside it does not."""
+    doc, kern = node_document(tmp_path, "g02", G02_LINE)
+    [kernel] = [log for log in doc["logs"] if log["source"] == "kernel"]
+    assert (kernel["origin"], kernel["lines"], kernel["cut"]) == (str(kern), 2, False)
+    assert kernel["blocks"] == [[2, [f"2026-03-10 09:59:30 g02 kernel: {G02_LINE}"]]]
 
 
 @pytest.mark.slow
-def test_node_agents_reporting_to_the_database_and_to_the_service_keep_the_union(ruleset, store, pg_url, tmp_path):
-    """g01 writes to the database, g02 posts to `attribution serve`: one job, both nodes' lines kept."""
+def test_a_node_through_the_service_and_one_spooled_then_flushed_keep_their_lines(ruleset, store, pg_url,
+                                                                                   tmp_path):
+    """`attribution-node epilog` on g01 posts to `attribution serve`; g02's finds the service away, spools, and
+    its flush sends the report once: one job, both nodes' lines kept, replayed like a bundle's."""
+    import shutil
+
+    from tests.harness.hooknode import Node
     from tests.harness.service import start_service
 
     svc = start_service(pg_url, tmp_path / "service")
+    nodes = []
     try:
-        token = tmp_path / "report.token"
-        token.write_text(svc.tokens["report"] + "\n")
-        token.chmod(0o600)
-        via_service = _settings(tmp_path, service_url=svc.url, service_token_file=str(token))
-
-        def no_database():
-            raise AssertionError("the hook opened the database although service_url is set")
-
-        k1 = report_node(ruleset, tmp_path, "g01", UNKNOWN_LINE, _db_factory(store), _settings(tmp_path))
-        k2 = report_node(ruleset, tmp_path, "g02", G02_LINE, no_database, via_service)
+        for name, line in (("g01", UNKNOWN_LINE), ("g02", G02_LINE)):
+            n = Node(tmp_path / name, svc.url, svc.tokens["report"], "601", name=name, cluster="test")
+            nodes.append(n)
+            shutil.copy(_kernel_file(tmp_path, name, line), n.kernel)
+        g01, g02 = nodes
+        g01.env = lambda env=g01.env: env() | _env("g01")
+        g02.env = lambda env=g02.env: env() | _env("g02")
+        _, r = g01.epilog()
+        assert "stored" in r.stdout and g01.spooled() == [], r.stdout + r.stderr
+        g02.write_hook_env(url="http://127.0.0.1:9")  # nothing listens on the discard port
+        _, r = g02.epilog(budget=5)
+        assert len(g02.spooled()) == 1, r.stdout + r.stderr
+        g02.write_hook_env(url=svc.url)
+        r = g02.flush()
+        assert r.returncode == 0 and g02.spooled() == [], r.stdout + r.stderr
+        assert g02.flush().returncode == 0  # nothing left: nothing sent twice
     finally:
+        for n in nodes:
+            n.close()
         svc.stop()
     assert _lines(_kept(store)) == {
-        ("node/g01", "kernel", "g01", "nodes/g01/kernel.log", str(k1), 2,
+        ("node/g01", "kernel", "g01", "nodes/g01/kernel.log", str(g01.kernel), 2,
          f"2026-03-10 09:59:30 g01 kernel: {UNKNOWN_LINE}", "e"),
-        ("node/g02", "kernel", "g02", "nodes/g02/kernel.log", str(k2), 2,
+        ("node/g02", "kernel", "g02", "nodes/g02/kernel.log", str(g02.kernel), 2,
          f"2026-03-10 09:59:30 g02 kernel: {G02_LINE}", "e")}
-    _diff_and_reattribute(store, tmp_path)
+    _diff_and_reattribute(store, tmp_path, g01.kernel)
 
 
 def test_a_node_keeps_as_many_lines_as_its_bound_prefilter_hits_first(ruleset, tmp_path):
@@ -224,11 +243,9 @@ def test_merging_a_piece_replaces_its_reporters_and_keeps_the_bound_per_job():
     assert doc["truncated"] is True
 
 
-def test_the_codec_carries_a_nodes_piece_and_refuses_job_output_or_a_misplaced_file_from_a_node():
+def test_a_reporters_kept_lines_are_checked_job_output_or_a_misplaced_file_from_a_node_refused():
     piece = _piece("g01", "g01", [[2, "x error", "e"]])
-    doc = {"type": "ingest", "source": "node", "context": {"cluster": "c", "job_id": "1", "nodes": ["g01"]},
-           "evidence": piece}
-    assert report_from_json(doc).evidence["files"][0]["lines"] == [[2, "x error", "e"]]
+    assert evidence_from_json(piece, "evidence", "node")["files"][0]["lines"] == [[2, "x error", "e"]]
     job = dict(piece, files=[{"source": "job", "node": None, "file": "job/slurm-1.out", "lines": [[1, "e", "e"]]}])
     with pytest.raises(InputError, match="source 'job' is not one of kernel, fabricmanager, node"):
         evidence_from_json(job, "evidence", "node")
@@ -240,21 +257,3 @@ def test_the_codec_carries_a_nodes_piece_and_refuses_job_output_or_a_misplaced_f
     over = dict(piece, files=[dict(piece["files"][0], lines=[[i + 1, "x", "e"] for i in range(2001)])])
     with pytest.raises(InputError, match="over the bound of 2000 lines"):
         evidence_from_json(over, "evidence", "node")
-
-
-def test_a_spooled_node_report_keeps_its_lines_when_the_spool_is_flushed(ruleset, store, tmp_path):
-    from attribution.node import spool
-    from attribution.node.epilog import replay
-
-    def away():
-        raise OSError("database away")
-
-    settings = _settings(tmp_path)
-    kern = _kernel_file(tmp_path, "g01", UNKNOWN_LINE)
-    r = run_node(ruleset, settings, parse_env(_env("g01")), away, time.monotonic() + 60, now=END,
-                 sources=LiveSources(kernel="file", kernel_file=str(kern), fabricmanager_log=None))
-    assert r.spooled is not None and not r.stored
-    res = spool.flush(settings.spool, lambda d: replay(ruleset, store, d))
-    assert (res.replayed, res.left, res.bad) == (1, 0, [])
-    assert _lines(_kept(store)) == {("node/g01", "kernel", "g01", "nodes/g01/kernel.log", str(kern), 2,
-                                     f"2026-03-10 09:59:30 g01 kernel: {UNKNOWN_LINE}", "e")}

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from attribution.pipeline.rulecheck import check_pack
-from attribution.rulepack.hookfilter import HOOK_SOURCES, filter_text, hook_looks_for
+from attribution.rulepack.hookfilter import HOOK_SOURCES, error_lines_text, filter_text, hook_looks_for
 from attribution.rulepack.load import load_rules
 
 from tests.conftest import ROOT
@@ -21,6 +21,10 @@ PATTERNS = [p for p in FILTER.read_text().splitlines() if p]
 
 def test_the_shipped_filter_is_what_the_pack_generates():
     assert FILTER.read_text() == filter_text(load_rules(ROOT / "rules"))
+
+
+def test_the_shipped_error_line_patterns_are_what_the_pack_generates():
+    assert (ROOT / "hooks" / "error-lines.patterns").read_text() == error_lines_text(load_rules(ROOT / "rules"))
 
 
 def test_every_node_rule_example_passes_the_filter():
@@ -108,3 +112,16 @@ def test_an_example_outside_its_own_filter_strings_fails(tmp_path):
     problems, _ = check_pack(pack, hook_filter=tmp_path / "hooks" / "suspicious.patterns")
     msgs = [p.message for p in problems]
     assert any("rule kernel.lustre_error: example holds none of its hook_filter strings" in m for m in msgs), msgs
+
+
+def test_a_changed_error_line_pattern_makes_the_node_copy_stale_until_regenerated(tmp_path):
+    pack, filt = _repo_copy(tmp_path)
+    errs = pack / "replay" / "error-lines.txt"
+    errs.write_text(errs.read_text() + "\\bbrownout\\b\n")
+    problems, _ = check_pack(pack)
+    assert [p.path for p in problems] == [str(filt.parent / "error-lines.patterns")]
+    assert "attribution rules filter --error-lines" in problems[0].message
+    r = subprocess.run([sys.executable, "-m", "attribution.cli", "rules", "filter", "--error-lines", str(pack)],
+                       capture_output=True, text=True, check=True)
+    (filt.parent / "error-lines.patterns").write_text(r.stdout)
+    assert check_pack(pack)[0] == [] and "\\bbrownout\\b" in r.stdout.splitlines()
