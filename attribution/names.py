@@ -1,5 +1,5 @@
 """The names the store keeps: one rule, checked at every intake (a bundle's context.yaml, the service's bodies
-and paths, the nodes' inbox, the connectors) and by the dashboard's routes. Pure.
+and paths, the connectors) and by the dashboard's routes. Pure.
 
 A name is what the scheduler or the node called it, stored as it is (docs/security.md "Untrusted text": quotes,
 `$(...)`, spaces, `/` and letters of any script are kept, and never reach a shell): 1 to MAX_NAME characters
