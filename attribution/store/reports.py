@@ -69,28 +69,32 @@ e AS (
     JOIN r ON r.cluster = e.cluster AND r.node = e.node_key AND r.node = e.node AND r.kind = e.kind
           AND r.gpu IS NOT DISTINCT FROM e.gpu AND r.code IS NOT DISTINCT FROM e.code
     WHERE e.occurred_at >= :since AND e.occurred_at < :until AND e.role <> 'symptom'),
-f AS (SELECT DISTINCT cluster, node, gpu, kind, code, first_seen FROM e),
-j AS (
-    SELECT f.cluster, f.node, f.gpu, f.kind, f.code, count(v.job_ref) AS jobs
-    FROM f JOIN attribution.job_verdicts v
-      ON v.cluster = f.cluster AND v.root_node = f.node AND v.root_kind = f.kind
-     AND v.root_gpu IS NOT DISTINCT FROM f.gpu AND v.root_code IS NOT DISTINCT FROM f.code
+f AS (SELECT DISTINCT cluster, node, gpu, kind, code FROM e),
+-- the period's failed jobs whose root cause was one of these faults, read once (not once per row of g)
+j AS MATERIALIZED (
+    SELECT f.cluster, f.node, f.gpu, count(*) AS jobs
+    FROM attribution.job_verdicts v
+    JOIN f ON v.cluster = f.cluster AND v.root_node = f.node AND v.root_kind = f.kind
+          AND v.root_gpu IS NOT DISTINCT FROM f.gpu AND v.root_code IS NOT DISTINCT FROM f.code
     WHERE {FAILED} AND {JOB_TIME} >= :since AND {JOB_TIME} < :until
-    GROUP BY 1, 2, 3, 4, 5)
-SELECT e.cluster, e.node, {{gpu}}string_agg(DISTINCT e.kind || coalesce(' ' || e.code, ''), ', ') AS faults,
-       count(DISTINCT e.week) AS weeks, count(*) AS events,
-       (SELECT coalesce(sum(j.jobs), 0) FROM j WHERE j.cluster = e.cluster AND j.node = e.node{{gpu_match}})::bigint
+    GROUP BY 1, 2, 3),
+g AS (
+    SELECT e.cluster, e.node, {{gpu}}string_agg(DISTINCT e.kind || coalesce(' ' || e.code, ''), ', ') AS faults,
+           count(DISTINCT e.week) AS weeks, count(*) AS events, min(e.first_seen) AS first_seen,
+           max(e.occurred_at) AS last_seen
+    FROM e {{where}}
+    GROUP BY e.cluster, e.node{{gpu_group}})
+SELECT g.cluster, g.node, {{gpu_g}}g.faults, g.weeks, g.events,
+       (SELECT coalesce(sum(j.jobs), 0) FROM j WHERE j.cluster = g.cluster AND j.node = g.node{{gpu_match}})::bigint
            AS jobs_failed,
-       (SELECT min(f.first_seen) FROM f WHERE f.cluster = e.cluster AND f.node = e.node{{gpu_match_f}}) AS first_seen,
-       max(e.occurred_at) AS last_seen
-FROM e {{where}}
-GROUP BY e.cluster, e.node{{gpu_group}}
-ORDER BY weeks DESC, events DESC, jobs_failed DESC, e.cluster, e.node{{gpu_group}}
+       g.first_seen, g.last_seen
+FROM g
+ORDER BY weeks DESC, events DESC, jobs_failed DESC, g.cluster, g.node{{gpu_order}}
 LIMIT :limit"""
-RECURRING_NODES = RECURRING_IN_PERIOD.format(gpu="", gpu_match="", gpu_match_f="", where="", gpu_group="")
-RECURRING_GPUS = RECURRING_IN_PERIOD.format(gpu="e.gpu, ", gpu_match=" AND j.gpu = e.gpu",
-                                            gpu_match_f=" AND f.gpu = e.gpu", where="WHERE e.gpu IS NOT NULL",
-                                            gpu_group=", e.gpu")
+RECURRING_NODES = RECURRING_IN_PERIOD.format(gpu="", gpu_g="", gpu_match="", where="", gpu_group="", gpu_order="")
+RECURRING_GPUS = RECURRING_IN_PERIOD.format(gpu="e.gpu, ", gpu_g="g.gpu, ", gpu_match=" AND j.gpu = g.gpu",
+                                            where="WHERE e.gpu IS NOT NULL", gpu_group=", e.gpu",
+                                            gpu_order=", g.gpu")
 
 #: Events per week of the recurring faults, per node and GPU (the sparklines).
 RECURRING_WEEKLY = """
