@@ -23,16 +23,19 @@ OUTCOME_COLORS = {
 }
 #: Outcomes whose badge needs dark text.
 LIGHT_OUTCOMES = frozenset({"not attributed yet"})
-#: 30 distinct colours, enough for every cause kind of the catalog.
+#: 40 distinct colours, enough for every cause kind of the catalog (36; tests/reports/test_palette.py says when
+#: the catalog outgrows them).
 CAUSE_COLORS = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#6b6ecf",
     "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#9edae5", "#dbdb8d", "#393b79",
     "#637939", "#8c6d31", "#843c39", "#7b4173", "#5254a3", "#8ca252", "#bd9e39", "#ad494a", "#a55194", "#3182bd",
+    "#9c9ede", "#b5cf6b", "#e7ba52", "#d6616b", "#ce6dbd", "#e6550d", "#31a354", "#756bb1", "#fd8d3c", "#74c476",
 )
-#: 20 distinct colours for the symptom kinds.
+#: 24 distinct colours for the symptom kinds (20 in the catalog).
 SYMPTOM_COLORS = (
     "#f28e2b", "#4e79a7", "#59a14f", "#b07aa1", "#edc948", "#76b7b2", "#ff9da7", "#9c755f", "#bab0ac", "#e15759",
     "#a0cbe8", "#ffbe7d", "#8cd17d", "#d4a6c8", "#f1ce63", "#86bcb6", "#fabfd2", "#d7b5a6", "#79706e", "#499894",
+    "#b6992d", "#d37295", "#6a9f58", "#967662",
 )
 #: Roles of the timeline's marks that are not coloured by kind.
 ROOT_COLOR = "#c62828"

@@ -22,8 +22,7 @@ JOB_SCOPED_SOURCES = frozenset({"job", "scheduler"})
 
 def node_key(cluster: str, job_id: str, ev: Event) -> str:
     """The distribution key of an event: its node; a job-scoped line without a node belongs to its job
-    (`<cluster>/<job id>`: a node so named shares its shard, never its rows, since every read names the node or
-    the job too); anything else to its cluster."""
+    (`<cluster>/<job id>`, which no node name can be: node names have no '/'); anything else to its cluster."""
     if ev.node:
         return ev.node
     if ev.source in JOB_SCOPED_SOURCES:
