@@ -1,15 +1,18 @@
 """The names the store keeps: one rule, checked at every intake (a bundle's context.yaml, the service's bodies
-and paths, the connectors) and by the dashboard's routes. Pure.
+and paths, the observation codec, the connectors) and by the dashboard's routes. Pure.
 
-A name is what the scheduler or the node called it, stored as it is (docs/security.md "Untrusted text": quotes,
-`$(...)`, spaces, `/` and letters of any script are kept, and never reach a shell): 1 to MAX_NAME characters
-that PostgreSQL can store (no NUL, no lone surrogate). A cluster or node name holds none of `[`, `]` and `,` on
-top: Slurm's hostlist syntax (`gpu[001-004],gpu010`), in which a context lists its nodes, so a name holding them
-could not be told from a list of names (and `scontrol update NodeName=` would read it as one). A job id may hold
-anything a name may: a Kueue workload's id is `namespace/name`.
+A cluster or node name is what Slurm (slurm.conf ClusterName and NodeName, SLURMD_NODENAME) or Kubernetes (a
+node's metadata.name) calls a machine: 1 to MAX_NAME printable characters, none of them whitespace, `/` (a node
+name is a folder of a bundle, `nodes/<node>/`, and the store keys a job's own output lines `<cluster>/<job id>`,
+which must be no node's name: docs/store.md) or one of `[`, `]` and `,` (Slurm's hostlist syntax of
+`gpu[001-004],gpu010`: a name holding them could not be told from a list of names, and `scontrol update
+NodeName=` would read it as one), and not `.` or `..`. Quotes, `$(...)`, `;`, `#`, `?`, `%`, `:` and letters of
+any script are kept as they are (docs/security.md "Untrusted text": no name reaches a shell).
 
-Pages put names into URLs as percent-encoded path segments (attribution.web.urls) and the service's routes take
-them back whole, a `/` inside a name included (attribution.api.segments).
+A job id, user or partition is text: 1 to MAX_NAME characters PostgreSQL can store (no NUL, no lone surrogate).
+A Kueue workload's id is `namespace/name`: pages put names into URLs as percent-encoded path segments
+(attribution.web.urls) and the service's routes take them back whole, a `/` inside included
+(attribution.api.segments).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from attribution.errors import InputError
 MAX_NAME = 255
 #: Slurm's hostlist syntax: no cluster or node name holds it.
 HOSTLIST_CHARACTERS = frozenset("[],")
+#: Names that are no folder's.
+DOT_NAMES = frozenset({".", ".."})
 
 
 def text_problem(value: str) -> str | None:
@@ -41,9 +46,15 @@ def system_name_problem(value: str) -> str | None:
     problem = text_problem(value)
     if problem is not None:
         return problem
+    if value in DOT_NAMES:
+        return f"{value!r} is no machine's name"
     for c in value:
         if c in HOSTLIST_CHARACTERS:
             return f"{c!r} in a name (Slurm's hostlist syntax)"
+        if c == "/":
+            return "'/' in a name (a node name is a bundle's folder; the store's job keys are <cluster>/<job id>)"
+        if c.isspace() or not c.isprintable():
+            return f"the character U+{ord(c):04X} in a name (whitespace or not printable)"
     return None
 
 

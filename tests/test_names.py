@@ -12,12 +12,15 @@ from attribution.errors import InputError
 from attribution.model import ExecutionContext
 from attribution.scope.bundle import check_storable, context_from_mapping, parse_context
 
-#: Names stored as they are: Slurm node and cluster names, a Kubernetes node, names with characters a URL path
-#: gives a meaning to, letters of other scripts, the hostile names of tests/hardening/test_injection.py.
-GOOD = ["gpu017", "dgx-a100-03.ib.example.org", "node_7:2", "rack/7-gpu01", "gpu#2?x%41", "gpu%2F41", "lab/east",
-        "nœud-é-节点-😀", "a;b|c$(id)&d", "c'; DROP TABLE attribution.jobs; --", "x" * names.MAX_NAME]
-#: Not names: empty, too long, hostlist syntax, text PostgreSQL cannot store.
-BAD = ["", "x" * (names.MAX_NAME + 1), "gpu[01-04]", "gpu01,gpu02", "a\x00b", "a\ud800b"]
+#: Names real systems have, kept as they are: Slurm node and cluster names, a Kubernetes node, names with
+#: characters a URL path gives a meaning to, letters of other scripts, the hostile names of
+#: tests/hardening/test_injection.py.
+GOOD = ["gpu017", "dgx-a100-03.ib.example.org", "node_7:2", "gpu#2?x%41", "gpu%2F41", "lab#east", "nœud-é-节点-😀",
+        "a;b|c$(id)&d", "n'1\"q`x`", "c';DROP(TABLE)attribution.jobs;--", "x" * names.MAX_NAME]
+#: Not names: empty, too long, whitespace, control and format characters, a folder separator or a dot folder,
+#: hostlist syntax, text PostgreSQL cannot store.
+BAD = ["", "x" * (names.MAX_NAME + 1), "gpu 01", "gpu\t01", "gpu01\n", "gpu\x0701", "gpu\u200b01", "gpu\u202e01",
+       "rack/n5", "..", "gpu[01-04]", "gpu01,gpu02", "a\x00b", "a\ud800b"]
 
 
 @pytest.mark.parametrize("name", GOOD)
@@ -50,23 +53,28 @@ def test_a_job_id_is_text_a_slash_included():
         assert names.text_problem(bad)
 
 
-def test_the_service_body_and_the_context_file_agree():
-    """The same names accepted by both (a slash, a space: the API took only letters, digits and `_.:-`, so the
-    pages of a node a bundle had stored could not be asked for) and refused by both (hostlist syntax)."""
-    ok = {"cluster": "lab/east", "job_id": "ns/7", "nodes": ["rack/7 gpu01"], "failed_node": "rack/7 gpu01"}
-    assert ContextDoc.model_validate(ok).nodes == ["rack/7 gpu01"]
-    ctx = parse_context('cluster: lab/east\njob_id: ns/7\nnodes: ["rack/7 gpu01"]\nfailed_node: "rack/7 gpu01"\n')
-    assert (ctx.cluster, ctx.job_id, ctx.nodes) == ("lab/east", "ns/7", ("rack/7 gpu01",))
-    with pytest.raises(ValidationError, match="failed_node"):
-        ContextDoc.model_validate({**ok, "failed_node": "gpu[1-2]"})
-    with pytest.raises(InputError, match="failed_node"):
-        parse_context('cluster: c1\njob_id: 7\nnodes: [gpu1]\nfailed_node: "gpu[1-2]"\n')
+def test_the_service_body_the_observation_codec_and_the_context_file_agree():
+    """The same names refused by all three (a slash, a space: context.yaml stored them, the API refused them with
+    its own pattern, the codec with its own rule) and accepted by all three (quotes, `#`, `?`: the API's pattern
+    refused them)."""
+    from attribution.intake.codec import _name
+
+    for bad in ("rack/7-gpu01", "rack7 gpu01", "gpu[1-2]"):
+        with pytest.raises(ValidationError, match="failed_node"):
+            ContextDoc.model_validate({"cluster": "c1", "job_id": "7", "nodes": ["n1"], "failed_node": bad})
+        with pytest.raises(InputError, match="failed_node"):
+            parse_context(f'cluster: c1\njob_id: 7\nnodes: [n1]\nfailed_node: "{bad}"\n')
+        with pytest.raises(InputError, match="not a node or cluster name"):
+            _name(bad, "reporter.name")
+    for good in ("rack7#gpu01", "n'1?x"):
+        assert ContextDoc.model_validate({"cluster": "c1", "job_id": "ns/7", "nodes": [good]}).nodes == [good]
+        assert parse_context(f'cluster: c1\njob_id: ns/7\nnodes: ["{good}"]\n').nodes == (good,)
+        assert _name(good, "reporter.name") == good
 
 
 def test_a_path_parameter_gives_back_the_slash_the_url_held_as_percent_2f():
     from attribution.api.segments import SLASH
 
-    assert TypeAdapter(NodePath).validate_python(f"rack{SLASH}7-gpu01") == "rack/7-gpu01"
     assert TypeAdapter(JobIdPath).validate_python(f"team{SLASH}train-3") == "team/train-3"
-    with pytest.raises(ValidationError):
-        TypeAdapter(NodePath).validate_python("gpu[1-2]")
+    with pytest.raises(ValidationError):  # a node name has no slash, encoded or not
+        TypeAdapter(NodePath).validate_python(f"rack{SLASH}7")

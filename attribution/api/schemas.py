@@ -48,7 +48,8 @@ def _iso_time(value: str) -> str:
 Text = Annotated[str, Field(max_length=1 << 20), AfterValidator(_storable)]
 Name = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_storable)]
 #: A cluster's or a node's name, a job's id: the rule of attribution/names.py, the same at every intake.
-_SYSTEM = "1 to 255 characters, stored as they are; none of `[`, `]`, `,` (Slurm's hostlist syntax)"
+_SYSTEM = ("1 to 255 printable characters, no whitespace, no `/`, none of `[`, `]`, `,` (Slurm's hostlist "
+           "syntax), not `.` or `..`")
 ClusterName = Annotated[str, Field(min_length=1, max_length=names.MAX_NAME, description=_SYSTEM),
                         AfterValidator(names.system_name)]
 NodeName = ClusterName

@@ -1,6 +1,6 @@
-"""attribution.api.segments: a name travels as one percent-encoded path segment, its `/` (a Kueue workload's id
-is `namespace/name`, a bundle's node may be `rack/n5`), `?`, `#` and `%` included, and the service's routes take
-it back whole (the API's and the dashboard's alike); a path part that is no name is refused."""
+"""attribution.api.segments: a name travels as one percent-encoded path segment, a job id's `/` (a Kueue
+workload's id is `namespace/name`), `?`, `#` and `%` included, and the service's routes take it back whole (the
+API's and the dashboard's alike); a path part that is no name is refused."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def _path(*names: str) -> str:
 
 
 def test_names_with_url_characters_are_reported_and_read_back_through_their_paths(service):
-    cluster, job, node = "lab/east", "team/train-3", "rack/7?gpu%2F01"
+    cluster, job, node = "lab#east", "team/train-3", "rack7?gpu%2F01"
     body = {"nodes": [node, "gpu#2"], "state": "NODE_FAIL", "failed_node": node,
             "start": "2026-11-30T08:00:00Z", "end": "2026-11-30T09:00:00Z"}
     r = httpx.post(f"{service.url}/v1/jobs/{_path(cluster, job)}/context", json=body, headers=service.auth("report"), timeout=60)
@@ -60,6 +60,8 @@ def test_a_name_breaking_the_rule_is_refused_in_a_path_and_in_a_body(service):
     read, report = service.auth("read"), service.auth("report")
     r = httpx.get(f"{service.url}/v1/nodes/c1/{_path('gpu[1-2]')}", headers=read, timeout=60)
     assert r.status_code == 422 and "hostlist" in r.text
+    r = httpx.get(f"{service.url}/v1/nodes/c1/{_path('rack/7')}", headers=read, timeout=60)
+    assert r.status_code == 422 and "'/' in a name" in r.text  # no node name holds a slash, encoded or not
     r = httpx.get(f"{service.url}/v1/nodes/c1/{_path('y' * 256)}", headers=read, timeout=60)
     assert r.status_code == 422
     r = httpx.post(f"{service.url}/v1/jobs/c1/9/context", json={"nodes": ["gpu[1-2]"]}, headers=report, timeout=60)

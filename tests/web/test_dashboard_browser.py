@@ -234,10 +234,10 @@ def test_the_service_root_leads_to_the_dashboard(browser, service):  # noqa: F81
     assert page.evaluate("location.pathname") == "/ui/jobs" and page.problems() == []
 
 
-def test_a_job_and_nodes_whose_names_hold_a_slash_open_from_their_links(browser, service):  # noqa: F811
-    """A Kueue workload's id is namespace/name, and cluster and node names are stored as they are, `/`, `#`, `?`
-    and `%` included: the links carry them as one path segment each, the pages they lead to name them whole."""
-    cluster, job, nodes = "lab/east", "team/train-3", ["rack/7-gpu01", "gpu#2?x%2F41é"]
+def test_a_slashed_job_id_and_url_characters_in_names_open_from_their_links(browser, service):  # noqa: F811
+    """A Kueue workload's id is namespace/name, and cluster and node names may hold `#`, `?` and `%`: the links
+    carry them as one path segment each, the pages they lead to name them whole."""
+    cluster, job, nodes = "lab#east", "team/train-3", ["rack7?gpu01", "gpu#2%2F41é"]
     body = {"nodes": nodes, "state": "NODE_FAIL", "failed_node": nodes[0], "start": "2026-11-30T08:00:00Z",
             "end": "2026-11-30T09:00:00Z"}
     r = httpx.post(f"{service.url}/v1/jobs/{quote(cluster, safe='')}/{quote(job, safe='')}/context", json=body,
@@ -248,11 +248,11 @@ def test_a_job_and_nodes_whose_names_hold_a_slash_open_from_their_links(browser,
     page.goto(service.url + "/ui/jobs?" + "cluster=" + quote(cluster, safe="") + "&outcome=")
     _sign_in(page, service)
     page.click(f'tr[data-job="{cluster}/{job}"] td a')
-    assert page.evaluate("location.pathname") == "/ui/jobs/lab%2Feast/team%2Ftrain-3"
+    assert page.evaluate("location.pathname") == "/ui/jobs/lab%23east/team%2Ftrain-3"
     assert page.evaluate("document.querySelector('h1').textContent").startswith(f"Job {job}")
     page.wait_for(READY)
     page.click("#culprits a.node")
-    assert page.evaluate("location.pathname") == "/ui/nodes/lab%2Feast/rack%2F7-gpu01"
+    assert page.evaluate("location.pathname") == "/ui/nodes/lab%23east/rack7%3Fgpu01"
     assert page.evaluate("document.querySelector('h1').textContent") == f"Node {nodes[0]} on {cluster}"
     page.goto(service.url + "/ui/nodes/" + quote(cluster, safe="") + "/" + quote(nodes[1], safe=""))
     assert page.evaluate("document.querySelector('h1').textContent") == f"Node {nodes[1]} on {cluster}"
