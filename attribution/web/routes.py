@@ -63,7 +63,6 @@ def when(value: Any) -> str:
 
 def _templates():
     from jinja2 import ChainableUndefined, Environment, PackageLoader, select_autoescape
-    from markupsafe import Markup
 
     from attribution.reports.palette import outcome_class
     from attribution.reports.render import followed_text
@@ -71,8 +70,7 @@ def _templates():
 
     env = Environment(loader=PackageLoader("attribution.web", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
-    # the CSS is ours and goes into <style> as it is (escaped, its quoted font names would break the rules)
-    env.globals.update(css=Markup(CSS), when=when, url_job=url_job, url_node=url_node, num=views.num,
+    env.globals.update(css=CSS, when=when, url_job=url_job, url_node=url_node, num=views.num,
                        yes=views.yes, port_errors=views.port_errors, outcome_class=outcome_class,
                        followed=followed_text)
     return env
