@@ -4,7 +4,6 @@ API's and the dashboard's alike); a path part that is no name is refused."""
 
 from __future__ import annotations
 
-import uuid
 from urllib.parse import quote
 
 import pytest
@@ -13,7 +12,7 @@ httpx = pytest.importorskip("httpx")
 
 from attribution.api.segments import SLASH, routed_path
 
-from tests.harness.service import start_service
+from tests.harness.service import service_on_new_database
 
 
 def test_the_raw_path_is_routed_segment_by_segment():
@@ -26,14 +25,8 @@ def test_the_raw_path_is_routed_segment_by_segment():
 
 @pytest.fixture(scope="module")
 def service(pg_server, pg_template, tmp_path_factory):
-    name = f"seg_{uuid.uuid4().hex[:12]}"
-    url = pg_server.create_database(name, template=pg_template)
-    svc = start_service(url, tmp_path_factory.mktemp("segments"))
-    try:
+    with service_on_new_database(pg_server, pg_template, tmp_path_factory.mktemp("segments"), "seg") as (svc, _):
         yield svc
-    finally:
-        svc.stop()
-        pg_server.drop_database(name)
 
 
 def _path(*names: str) -> str:

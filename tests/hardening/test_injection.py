@@ -28,7 +28,7 @@ from attribution.scope.bundle import parse_context
 
 from tests.conftest import ROOT
 from tests.harness.hooknode import Node, run_hook
-from tests.harness.service import start_service
+from tests.harness.service import service_on_new_database
 
 UTC = timezone.utc
 
@@ -144,14 +144,8 @@ def test_the_decoder_keeps_printable_text_byte_for_byte_and_blanks_control_chara
 
 @pytest.fixture(scope="module")
 def node_service(pg_server, pg_template, tmp_path_factory):
-    name = f"inj_{uuid.uuid4().hex[:12]}"
-    url = pg_server.create_database(name, template=pg_template)
-    svc = start_service(url, tmp_path_factory.mktemp("inj-service"))
-    try:
-        yield svc, url
-    finally:
-        svc.stop()
-        pg_server.drop_database(name)
+    with service_on_new_database(pg_server, pg_template, tmp_path_factory.mktemp("inj-service"), "inj") as both:
+        yield both
 
 
 @pytest.mark.slow
