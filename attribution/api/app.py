@@ -24,6 +24,7 @@ from attribution.api.health_routes import add_health_routes
 from attribution.api.metrics import CONTENT_TYPE, RequestMetrics
 from attribution.api.read_routes import add_read_routes
 from attribution.api.report_routes import BODY_MODELS, add_report_routes
+from attribution.api.segments import PathSegments
 from attribution.api.service import Service, build_service
 from attribution.web.routes import add_web_routes
 
@@ -61,8 +62,9 @@ def create_app(service: Service) -> FastAPI:
     app.add_middleware(Guard, tokens=service.tokens, routes=lambda: app.router.routes,
                        limits=Limits(body_bytes=s.max_body_bytes, upload_bytes=s.max_upload_bytes,
                                      body_seconds=s.body_timeout_seconds))
-    if service.metrics is not None:  # outermost: it counts what the guard refuses too
+    if service.metrics is not None:  # around the guard: it counts what the guard refuses too
         app.add_middleware(RequestMetrics, metrics=service.metrics, routes=lambda: app.router.routes)
+    app.add_middleware(PathSegments)  # outermost: every other part routes on names whole (`%2F` kept inside)
     return app
 
 

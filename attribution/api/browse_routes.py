@@ -8,7 +8,8 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, Path, Query
 
-from attribution.api.schemas import ERROR_RESPONSES, JobRowsOut, Name, NodeHistoryOut, NodeName, Time
+from attribution.api.schemas import (ERROR_RESPONSES, ClusterName, ClusterPath, JobRowsOut, Name, NodeHistoryOut,
+                                     NodeName, NodePath, Time)
 from attribution.api.security import policy, require
 from attribution.api.service import Service
 from attribution.model import OUTCOMES as VERDICT_OUTCOMES
@@ -23,7 +24,7 @@ Cursor = Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_-]+$",
                               description="the `next` of the previous page")]
 
 
-def job_filter(cluster: Name | None = None, outcome: str | None = None, node: str | None = None,
+def job_filter(cluster: ClusterName | None = None, outcome: str | None = None, node: str | None = None,
                user: Name | None = None, since: str | None = None, until: str | None = None) -> browse.JobFilter:
     return browse.JobFilter(cluster=cluster, outcome=outcome, node=node, user=user,
                             since=parse_iso(since) if since else None, until=parse_iso(until) if until else None)
@@ -41,7 +42,7 @@ def add_browse_routes(app: FastAPI, svc: Service) -> None:
     @app.get("/v1/jobs", response_model=JobRowsOut, dependencies=reader, tags=["read"],
              openapi_extra=policy("read"), responses=ERROR_RESPONSES,
              summary="Jobs with their current verdict, newest first, filtered and paged")
-    async def get_jobs(cluster: Annotated[Name | None, Query()] = None, outcome: Outcome | None = None,
+    async def get_jobs(cluster: Annotated[ClusterName | None, Query()] = None, outcome: Outcome | None = None,
                        node: Annotated[NodeName | None, Query(description="jobs that ran on this node")] = None,
                        user: Annotated[Name | None, Query()] = None,
                        since: Annotated[Time | None, Query(description="job end (or start) from")] = None,
@@ -57,7 +58,7 @@ def add_browse_routes(app: FastAPI, svc: Service) -> None:
              openapi_extra=policy("read"), responses=ERROR_RESPONSES,
              summary="A node's history: fault events by week and kind, failed jobs, drains, drain status, "
                      "telemetry counters and counter events")
-    async def get_node(cluster: Annotated[Name, Path()], node: Annotated[NodeName, Path()],
+    async def get_node(cluster: Annotated[ClusterPath, Path()], node: Annotated[NodePath, Path()],
                        days: Annotated[int, Query(ge=1, le=3660, description="how far back")] = 91) -> NodeHistoryOut:
         doc = await on_db(browse.node_history, cluster, node, datetime.now(UTC), days)
         return NodeHistoryOut(**doc)

@@ -10,7 +10,8 @@ from fastapi.responses import JSONResponse
 
 from attribution.store import reads
 from attribution.timeparse import format_utc, parse_iso
-from attribution.api.schemas import ERROR_RESPONSES, Name, NodeEventsOut, NodeName, RowsOut, Time
+from attribution.api.schemas import (ERROR_RESPONSES, ClusterName, ClusterPath, JobIdPath, Name, NodeEventsOut,
+                                     NodeName, NodePath, RowsOut, Time)
 from attribution.api.security import policy, require
 from attribution.api.service import Service
 
@@ -42,7 +43,7 @@ def add_read_routes(app: FastAPI, svc: Service) -> None:
     @app.get("/v1/jobs/{cluster}/{job_id}/verdict", dependencies=reader, tags=["read"],
              openapi_extra=policy("read"), responses=VERDICT_RESPONSES, response_class=JSONResponse,
              summary="The job's current verdict (the JSON of docs/verdict.md)")
-    async def get_verdict(cluster: Annotated[Name, Path()], job_id: Annotated[Name, Path()],
+    async def get_verdict(cluster: Annotated[ClusterPath, Path()], job_id: Annotated[JobIdPath, Path()],
                           start: Annotated[Time | None, Query(
                               description="the job's start time, to pick one of several jobs with this id "
                                           "(Slurm ids wrap); default: the newest")] = None) -> JSONResponse:
@@ -54,7 +55,7 @@ def add_read_routes(app: FastAPI, svc: Service) -> None:
     @app.get("/v1/nodes/{cluster}/{node}/events", response_model=NodeEventsOut, dependencies=reader,
              tags=["read"], openapi_extra=policy("read"), responses=ERROR_RESPONSES,
              summary="A node's distinct fault events in a time range, oldest first")
-    async def get_node_events(cluster: Annotated[Name, Path()], node: Annotated[NodeName, Path()],
+    async def get_node_events(cluster: Annotated[ClusterPath, Path()], node: Annotated[NodePath, Path()],
                               since: Annotated[Time | None, Query(description="from (inclusive); default: "
                                                                               "7 days ago")] = None,
                               until: Annotated[Time | None, Query(description="to (exclusive)")] = None,
@@ -68,7 +69,7 @@ def add_read_routes(app: FastAPI, svc: Service) -> None:
     @app.get("/v1/recurring-faults", response_model=RowsOut, dependencies=reader, tags=["read"],
              openapi_extra=policy("read"), responses=ERROR_RESPONSES,
              summary="Faults seen on the same node/GPU in two or more ISO weeks (view recurring_faults)")
-    async def get_recurring_faults(cluster: Annotated[Name | None, Query()] = None,
+    async def get_recurring_faults(cluster: Annotated[ClusterName | None, Query()] = None,
                                    node: Annotated[NodeName | None, Query()] = None,
                                    kind: Annotated[Name | None, Query()] = None,
                                    limit: Limit = 100) -> RowsOut:
@@ -80,7 +81,7 @@ def add_read_routes(app: FastAPI, svc: Service) -> None:
     @app.get("/v1/drain-candidates", response_model=RowsOut, dependencies=reader, tags=["read"],
              openapi_extra=policy("read"), responses=ERROR_RESPONSES,
              summary="Nodes the drain policy would drain now (view drain_candidates)")
-    async def get_drain_candidates(cluster: Annotated[Name | None, Query()] = None,
+    async def get_drain_candidates(cluster: Annotated[ClusterName | None, Query()] = None,
                                    limit: Limit = 1000) -> RowsOut:
         rows, truncated = await on_db(reads.view_rows, "drain_candidates", {"cluster": cluster},
                                       "score DESC NULLS LAST, cluster, node", limit)

@@ -13,8 +13,8 @@ from attribution.api.auth import Principal
 from attribution.api.bodies import json_body, parsed_body, request_body
 from attribution.api.intake import Report, context_report, ingest_report
 from attribution.timeparse import format_utc
-from attribution.api.schemas import (ERROR_RESPONSES, IngestOut, JobContextDoc, JobRefOut, Name, ObservationDocument,
-                                     ReportSource)
+from attribution.api.schemas import (ERROR_RESPONSES, ClusterPath, IngestOut, JobContextDoc, JobIdPath, JobRefOut,
+                                     ObservationDocument, ReportSource)
 from attribution.api.security import policy, require
 from attribution.api.service import Service
 
@@ -134,7 +134,8 @@ def add_report_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/v1/jobs/{cluster}/{job_id}/context", response_model=IngestOut, dependencies=reporter,
               tags=["report"], openapi_extra={**policy("report"), **request_body(JobContextDoc)},
               responses=ERROR_RESPONSES, summary="Store a job's execution context (state, exit code, nodes, times)")
-    async def post_context(request: Request, cluster: Annotated[Name, Path()], job_id: Annotated[Name, Path()],
+    async def post_context(request: Request, cluster: Annotated[ClusterPath, Path()],
+                           job_id: Annotated[JobIdPath, Path()],
                            source: Annotated[ReportSource, Query(
                                description="who knows this context; a controller's or connector's context "
                                            "wins over a node's")] = "api",

@@ -12,9 +12,11 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
+from attribution import names
 from attribution.api.intake import REPORT_SOURCES
+from attribution.api.segments import from_segment
 from attribution.timeparse import TimeError, parse_iso
 
 UTC = timezone.utc
@@ -45,7 +47,17 @@ def _iso_time(value: str) -> str:
 
 Text = Annotated[str, Field(max_length=1 << 20), AfterValidator(_storable)]
 Name = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_storable)]
-NodeName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9_.:-]+$")]
+#: A cluster's or a node's name, a job's id: the rule of attribution/names.py, the same at every intake.
+_SYSTEM = ("1 to 255 printable characters, no whitespace, no `/`, none of `[`, `]`, `,` (Slurm's hostlist "
+           "syntax), not `.` or `..`")
+ClusterName = Annotated[str, Field(min_length=1, max_length=names.MAX_NAME, description=_SYSTEM),
+                        AfterValidator(names.system_name)]
+NodeName = ClusterName
+JobId = Annotated[str, Field(min_length=1, max_length=names.MAX_NAME), AfterValidator(names.text_name)]
+#: The same as path parameters: one percent-encoded segment each (`/` as `%2F`: api/segments.py).
+ClusterPath = Annotated[ClusterName, BeforeValidator(from_segment)]
+NodePath = Annotated[NodeName, BeforeValidator(from_segment)]
+JobIdPath = Annotated[JobId, BeforeValidator(from_segment)]
 Time = Annotated[str, Field(max_length=64), AfterValidator(_iso_time),
                  WithJsonSchema({"type": "string", "format": "date-time"})]
 Count = Annotated[int, Field(ge=1, le=1_000_000)]
@@ -64,8 +76,8 @@ class ContextDoc(_Strict):
 
     model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 
-    cluster: Name
-    job_id: Name
+    cluster: ClusterName
+    job_id: JobId
     nodes: list[NodeName] = Field(min_length=1, max_length=MAX_NODES)
     scheduler: Name | None = None
     user: Name | None = None
@@ -87,8 +99,8 @@ class ContextDoc(_Strict):
 class JobContextDoc(ContextDoc):
     """The body of POST /v1/jobs/{cluster}/{job_id}/context: cluster and job id may be left to the path."""
 
-    cluster: Name | None = None
-    job_id: Name | None = None
+    cluster: ClusterName | None = None
+    job_id: JobId | None = None
 
 
 class CoverageDoc(_Strict):

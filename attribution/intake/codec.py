@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from attribution.errors import InputError
 from attribution.frozen import Value
 from attribution.model import Coverage, ExecutionContext, Observation
+from attribution.names import system_name_problem
 from attribution.node.document import FORMAT, SLURM_KEYS
 from attribution.node.snapshots import FILES as SNAPSHOT_FILES
 from attribution.scope.bundle import MAX_NAME, expand_nodes
@@ -98,10 +99,11 @@ def _text(v: Any, where: str, most: int = 4096, empty: bool = True) -> str:
 
 
 def _name(v: Any, where: str) -> str:
-    """A cluster or node name: printable, no space, no `/` (a name is a URL path part and a file name)."""
+    """A cluster or node name: the rule of every intake (attribution/names.py)."""
     v = _text(v, where, MAX_NAME, empty=False)
-    if not v.isprintable() or any(c.isspace() for c in v) or "/" in v or v in (".", ".."):
-        _fail(where, f"{v[:80]!r} is not a node or cluster name")
+    problem = system_name_problem(v)
+    if problem is not None:
+        _fail(where, f"{v[:80]!r} is not a node or cluster name: {problem}")
     return v
 
 

@@ -2,7 +2,8 @@
 
 Failed jobs per week by outcome, fault events per week by kind, failed GPU-hours by cause, and one sparkline per
 recurring node or GPU (its recurring faults' events per week). Every week of the report is on the axis, empty
-ones included, so the trend reads true.
+ones included, so the trend reads true. Outcomes and kinds take their colours from reports.palette, the same in
+every chart and page.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import functools
 from collections import defaultdict
 from datetime import date
 
+from attribution.reports.palette import Palette, outcome_scale
 from attribution.store.reports import FleetData
 
-OUTCOME_COLORS = {"gpu_hardware": "#d62728", "nvlink": "#ff7f0e", "nvswitch_fabric": "#8c564b",
-                  "network": "#1f77b4", "host": "#9467bd", "application": "#2ca02c", "scheduler": "#7f7f7f",
-                  "unknown": "#bcbd22", "none": "#17becf", "not attributed yet": "#c7c7c7"}
 WIDE, NARROW, HEIGHT = 1120, 540, 260
+#: The name sparklines share their specification under (shell.chart_scripts' templates).
+SPARKLINE = "sparkline"
 
 
 def _week(d: date) -> str:
@@ -28,8 +29,15 @@ def _week(d: date) -> str:
 def _outcome_scale(present: set[str]):
     import altair as alt
 
-    domain = [o for o in OUTCOME_COLORS if o in present] + sorted(present - set(OUTCOME_COLORS))
-    return alt.Scale(domain=domain, range=[OUTCOME_COLORS.get(o, "#aaaaaa") for o in domain])
+    domain, colors = outcome_scale(present)
+    return alt.Scale(domain=domain, range=colors)
+
+
+def _kind_scale(palette: Palette, present: set[str]):
+    import altair as alt
+
+    domain, colors = palette.kinds(sorted(present))
+    return alt.Scale(domain=domain, range=colors)
 
 
 def failed_jobs_chart(data: FleetData) -> dict:
@@ -48,7 +56,7 @@ def failed_jobs_chart(data: FleetData) -> dict:
     ).properties(width=NARROW - 150, height=HEIGHT, title="Failed jobs per week, by outcome").to_dict()
 
 
-def fault_events_chart(data: FleetData) -> dict:
+def fault_events_chart(data: FleetData, palette: Palette) -> dict:
     import altair as alt
 
     rows = [{"week": _week(r["week"]), "kind": r["kind"], "events": int(r["events"])}
@@ -57,14 +65,14 @@ def fault_events_chart(data: FleetData) -> dict:
     return alt.Chart(alt.Data(values=rows)).mark_bar().encode(
         x=alt.X("week:O", title="week (Monday, UTC)", scale=alt.Scale(domain=weeks), axis=alt.Axis(labelAngle=-40)),
         y=alt.Y("sum(events):Q", title="fault events on nodes", axis=alt.Axis(tickMinStep=1, format="d")),
-        color=alt.Color("kind:N", title="kind", scale=alt.Scale(scheme="tableau20"),
+        color=alt.Color("kind:N", title="kind", scale=_kind_scale(palette, {r["kind"] for r in rows}),
                         legend=alt.Legend(orient="right", labelLimit=200)),
         order=alt.Order("kind:N"),
         tooltip=[alt.Tooltip("week:O"), alt.Tooltip("kind:N"), alt.Tooltip("sum(events):Q", title="events")],
     ).properties(width=NARROW - 190, height=HEIGHT, title="Fault events per week, by kind").to_dict()
 
 
-def gpu_hours_chart(data: FleetData) -> dict:
+def gpu_hours_chart(data: FleetData, palette: Palette) -> dict:
     import altair as alt
 
     rows = [{"outcome": r["outcome"], "cause": r["cause"], "jobs": int(r["jobs"]),
@@ -77,7 +85,7 @@ def gpu_hours_chart(data: FleetData) -> dict:
     bars = base.mark_bar().encode(
         y=alt.Y("outcome:N", sort=order, title=None),
         x=alt.X("sum(gpu_hours):Q", title="GPU-hours of failed jobs ((end - start) x nodes x GPUs per node)"),
-        color=alt.Color("cause:N", title="root cause", scale=alt.Scale(scheme="tableau20"),
+        color=alt.Color("cause:N", title="root cause", scale=_kind_scale(palette, {r["cause"] for r in rows}),
                         legend=alt.Legend(orient="right", labelLimit=220)),
         order=alt.Order("sum(gpu_hours):Q", sort="descending"),
         tooltip=[alt.Tooltip("outcome:N"), alt.Tooltip("cause:N", title="root cause"),
@@ -91,16 +99,19 @@ def gpu_hours_chart(data: FleetData) -> dict:
 
 
 def sparkline(weeks: tuple[date, ...], counts: dict[date, int]) -> dict:
-    """Events per week as a tiny area chart; every week of the report present, empty ones as zero."""
-    spec = copy.deepcopy(_sparkline_template(tuple(weeks)))
-    spec["data"] = {"values": [{"week": _week(w), "events": int(counts.get(w, 0))} for w in weeks]}
-    return spec
+    """Events per week as a tiny area chart, every week of the report present, empty ones as zero: its data and
+    the name of the specification all sparklines share (sparkline_template)."""
+    return {"template": SPARKLINE, "values": [{"week": _week(w), "events": int(counts.get(w, 0))} for w in weeks]}
+
+
+def sparkline_template(weeks: tuple[date, ...]) -> dict:
+    """The sparklines' specification without its data, in the page once (a page has dozens of sparklines)."""
+    return copy.deepcopy(_sparkline_template(tuple(weeks)))
 
 
 @functools.lru_cache(maxsize=4)
 def _sparkline_template(weeks: tuple[date, ...]) -> dict:
-    """The sparkline's specification without its data, built and validated once per report (a page has dozens
-    of sparklines; Altair's schema validation of each took 0.15 s)."""
+    """Built and validated once per report (Altair's schema validation of each sparkline took 0.15 s)."""
     import altair as alt
 
     base = alt.Chart(alt.NamedData(name="events")).encode(

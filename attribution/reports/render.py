@@ -55,6 +55,20 @@ def symptoms_total(verdict: Verdict) -> int:
     return len(verdict.symptoms) if verdict.symptoms_total is None else verdict.symptoms_total
 
 
+def followed_text(symptoms: int, causes: int, root: bool) -> str:
+    """The events that followed the root cause, said in full: what the explanation's "N consequences" counts (the
+    symptom lines and the other causes), so the two numbers a page shows agree."""
+    def n(count: int, what: str) -> str:
+        return f"{count} {what}" + ("" if count == 1 else "s")
+
+    parts = n(symptoms, "symptom line") + (f" and {n(causes, 'other cause' if root else 'cause')}" if causes else "")
+    if not root:
+        return parts
+    if not causes:
+        return f"{parts} after the root cause"
+    return f"{n(symptoms + causes, 'event')} after the root cause: {parts}"
+
+
 def verdict_to_dict(verdict: Verdict, symptom_limit: int | None = None) -> dict:
     ctx = verdict.context
     symptoms = verdict.symptoms if symptom_limit is None else verdict.symptoms[:symptom_limit]

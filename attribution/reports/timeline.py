@@ -14,17 +14,18 @@ from attribution.reports.files import write_html
 
 
 def render_timeline(doc: Mapping, events: Iterable[Event] = (), bundle: str | None = None,
-                    margin_seconds: int = 300) -> str:
+                    margin_seconds: int = 300, palette=None) -> str:
     """The page's HTML for a verdict document (docs/verdict.md) and the job's events.
 
     `bundle` is the chart library's JavaScript (pages.vega.script_bundle()); pass it when writing many pages.
+    `palette` (reports.palette.Palette): the colours of the kinds; the shipped rule pack's by default.
     """
     from attribution.reports.timeline_data import build_timeline
     from attribution.reports.timeline_page import timeline_html
     from attribution.reports.vega import script_bundle
 
     timeline = build_timeline(doc, events, margin_seconds=margin_seconds)
-    return timeline_html(timeline, bundle if bundle is not None else script_bundle())
+    return timeline_html(timeline, bundle if bundle is not None else script_bundle(), palette)
 
 
 def write_timeline(diagnosis, path: Path, bundle: str | None = None) -> Path:

@@ -12,17 +12,13 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 
+from attribution.reports.palette import CAUSE_COLOR, CONTEXT_COLOR, ROOT_COLOR, Palette
 from attribution.reports.timeline_data import Mark, SymptomBin, Timeline
 
 ROW_MIN, ROW_MAX, ROWS_HEIGHT = 18, 34, 600  # row height: taller when few rows, never under ROW_MIN
 #: Width of all panels together (the page is 1280 px wide); the time panel gets what the others leave.
 TOTAL_WIDTH, LABELS_WIDTH, SPACING = 1130, 110, 8
 COVERAGE_COLUMN, UNTIMED_CAUSES_WIDTH, UNTIMED_SYMPTOMS_WIDTH = 22, 46, 150
-ROOT_COLOR = "#c62828"
-CAUSE_COLOR = "#6a1b9a"
-CONTEXT_COLOR = "#8a8f98"
-SYMPTOM_PALETTE = ("#f28e2b", "#4e79a7", "#59a14f", "#b07aa1", "#edc948", "#76b7b2", "#ff9da7", "#9c755f",
-                   "#bab0ac", "#1f77b4", "#8c564b", "#17becf")
 STATUS_COLORS = {"ok": "#cfe8d5", "empty": "#e4e6ea", "missing": "#f6c86b", "error": "#e8776f"}
 CULPRIT_BAND = "#fde2e0"
 GAP_BAND = "#fff2d9"
@@ -107,13 +103,13 @@ def _links(tl: Timeline) -> list[dict]:
     return out
 
 
-def _kind_colors(tl: Timeline) -> tuple[list[str], list[str]]:
+def _kind_colors(tl: Timeline, palette: Palette) -> tuple[list[str], list[str]]:
+    """The symptom kinds of the chart, the most frequent first, each in its colour of the palette."""
     counts = Counter()
     for b in tl.bins:
         for k, n in b.kinds:
             counts[k] += n
-    kinds = [k for k, _ in counts.most_common()]
-    return kinds, [SYMPTOM_PALETTE[i % len(SYMPTOM_PALETTE)] for i in range(len(kinds))]
+    return palette.kinds(k for k, _ in counts.most_common())
 
 
 def row_height(rows: int) -> int:
@@ -126,8 +122,9 @@ def _culprit_test(tl: Timeline) -> str:
         "], datum.value) >= 0"
 
 
-def timeline_spec(tl: Timeline) -> dict:
-    """The Vega-Lite specification (a dict) of the timeline chart."""
+def timeline_spec(tl: Timeline, palette: Palette) -> dict:
+    """The Vega-Lite specification (a dict) of the timeline chart. Its time panel takes the width the other panels
+    leave (usermeta.fit: the page's runtime fits the chart to its element; TOTAL_WIDTH without a script)."""
     import altair as alt
 
     rows = list(tl.rows)
@@ -172,7 +169,7 @@ def timeline_spec(tl: Timeline) -> dict:
                 align=align, baseline="bottom", dx=dx, dy=-2, fontSize=10, color="#555").encode(
                 x=x, y=alt.value(height), text="label:N"))
 
-    kinds, palette = _kind_colors(tl)
+    kinds, colors = _kind_colors(tl, palette)
     timed_bins = [bin_record(b) for b in tl.bins if b.start is not None]
     zoom = alt.selection_interval(bind="scales", encodings=["x"])
     if timed_bins:
@@ -180,7 +177,7 @@ def timeline_spec(tl: Timeline) -> dict:
             cornerRadius=1.5, stroke="#ffffff", strokeWidth=0.5, height={"band": 0.62}).encode(
             x=x_of("t0"), x2="t1:T", y=y_hidden,
             color=alt.Color("k:N", title="symptoms",
-                            scale=alt.Scale(domain=kinds, range=palette),
+                            scale=alt.Scale(domain=kinds, range=colors),
                             legend=alt.Legend(orient="bottom", columns=4, symbolType="square")),
             opacity=alt.Opacity("n:Q", scale=alt.Scale(type="log", range=[0.55, 1.0]), legend=None),
             tooltip=tip_bin).add_params(zoom))
@@ -213,7 +210,7 @@ def timeline_spec(tl: Timeline) -> dict:
     if root is not None:
         title = f"root cause {_hms(root.time)}: {root.kind} on {root.row}   |   " + title
     coverage = _coverage_panel(tl, y_labelled, height)
-    untimed = _untimed_panels(tl, y_hidden, height, kinds, palette, tip_event, tip_bin, with_line,
+    untimed = _untimed_panels(tl, y_hidden, height, kinds, colors, tip_event, tip_bin, with_line,
                               legend_shown=bool(timed_bins))
     others = LABELS_WIDTH + coverage.width + sum(p.width for p in untimed) + SPACING * (len(untimed) + 1)
     main = alt.layer(*layers).properties(width=max(400, TOTAL_WIDTH - others), height=height, title=alt.TitleParams(
@@ -224,7 +221,9 @@ def timeline_spec(tl: Timeline) -> dict:
                                                           size="independent")
     chart = chart.configure_view(stroke="#c9ccd1").configure_axis(labelFontSize=11).configure_legend(
         labelFontSize=11, titleFontSize=11, labelLimit=260)
-    return chart.to_dict()
+    spec = chart.to_dict()
+    spec["usermeta"] = {"fit": {"panel": 1, "others": others, "min": 400}}  # panels[1]: the time panel
+    return spec
 
 
 def _coverage_panel(tl: Timeline, y, height: int):
@@ -251,7 +250,7 @@ def _coverage_panel(tl: Timeline, y, height: int):
     ).properties(width=COVERAGE_COLUMN * len(sources), height=height)
 
 
-def _untimed_panels(tl: Timeline, y, height: int, kinds, palette, tip_event, tip_bin, with_line,
+def _untimed_panels(tl: Timeline, y, height: int, kinds, colors, tip_event, tip_bin, with_line,
                     legend_shown: bool) -> list:
     """The events that carry no timestamp: the causes among them as stars and triangles, the symptoms as one
     stacked bar per row (length: how many, colour: which kinds; with the legend when the time panel has none)."""
@@ -273,7 +272,7 @@ def _untimed_panels(tl: Timeline, y, height: int, kinds, palette, tip_event, tip
         panels.append(with_line(alt.Chart(alt.Data(values=bins))).mark_bar(height={"band": 0.62}).encode(
             y=y, x=alt.X("n:Q", stack="zero", title=None, axis=alt.Axis(orient="top", tickCount=3, grid=False,
                                                                         tickMinStep=1, format="~s")),
-            color=alt.Color("k:N", title="symptoms", scale=alt.Scale(domain=kinds, range=palette),
+            color=alt.Color("k:N", title="symptoms", scale=alt.Scale(domain=kinds, range=colors),
                             legend=None if legend_shown else alt.Legend(orient="bottom", columns=1,
                                                                         symbolType="square")),
             order=alt.Order("k:N"), tooltip=tip_bin).properties(

@@ -213,6 +213,12 @@ def _groups(symptoms: Sequence[Mark]) -> list[SymptomGroup]:
     return out
 
 
+def _symptoms_total(doc: Mapping, symptoms: Sequence[Mark]) -> int:
+    """Every symptom line of the verdict: the document's count (it may list only the first ones)."""
+    total = doc.get("symptoms_total")
+    return max(int(total), len(symptoms)) if isinstance(total, int) else len(symptoms)
+
+
 def build_timeline(doc: Mapping, events: Iterable[Event] = (), *, margin_seconds: int = 300,
                    max_bins: int | None = None) -> Timeline:
     """The timeline of one job from its verdict document and its events.
@@ -268,5 +274,5 @@ def build_timeline(doc: Mapping, events: Iterable[Event] = (), *, margin_seconds
         action=doc.get("action") or "", explanation=doc.get("explanation") or "", culprits=culprits,
         rows=tuple(ordered), root=root, causes=tuple(causes), bins=tuple(_bins(symptoms, width)),
         context=tuple(context), outside=tuple(outside), groups=tuple(_groups(symptoms)), coverage=coverage,
-        domain=domain, bin_seconds=width, symptoms_total=len(symptoms), job_start=start, job_end=end,
+        domain=domain, bin_seconds=width, symptoms_total=_symptoms_total(doc, symptoms), job_start=start, job_end=end,
         rules_version=doc.get("rules_version") or "", first_consequence=first_consequence)

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 
-from attribution.reports.shell import document, esc, when
+from attribution.reports.palette import Palette, outcome_class
+from attribution.reports.render import followed_text
+from attribution.reports.shell import chart_scripts, document, esc, when
 from attribution.reports.timeline_chart import timeline_spec
 from attribution.reports.timeline_data import Mark, SymptomGroup, Timeline
 
@@ -86,7 +88,6 @@ def _header(tl: Timeline) -> str:
         facts.append(f"partition <b>{esc(job['partition'])}</b>")
     facts.append(f"ran <b>{esc(when(tl.job_start, True))}</b> to <b>{esc(when(tl.job_end, True))}</b>"
                  f"{_duration(tl.job_start, tl.job_end)}")
-    tone = "ok" if tl.outcome == "none" else "soft" if tl.outcome in ("scheduler", "unknown") else ""
     if tl.root is not None:
         r = tl.root
         root = (f'<dd id="root-cause" data-kind="{esc(r.kind)}" data-node="{esc(r.row)}" '
@@ -110,11 +111,11 @@ def _header(tl: Timeline) -> str:
     return f"""
 <h1>Job <span id="job-id">{esc(job.get('cluster'))}/{esc(job.get('job_id'))}</span></h1>
 <div class="facts">{''.join(f'<span>{f}</span>' for f in facts)}</div>
-<section class="verdict {tone}" id="verdict">
-  <div class="line1"><span class="badge" id="outcome">{esc(tl.outcome)}</span>
+<section class="verdict {outcome_class(tl.outcome, "v")}" id="verdict">
+  <div class="line1"><span class="badge {outcome_class(tl.outcome)}" id="outcome">{esc(tl.outcome)}</span>
     <span>confidence <b id="confidence">{esc(tl.confidence)}</b></span>
     <span>action <b id="action">{esc(tl.action)}</b></span>
-    <span class="muted">{tl.symptoms_total} symptom line(s)</span></div>
+    <span class="muted" id="followed">{esc(followed_text(tl.symptoms_total, len(tl.causes), tl.root is not None))}</span></div>
   <dl class="kv">
     <dt>root cause</dt>{root}
     <dt>culprits</dt><dd id="culprits">{culprits}</dd>
@@ -226,24 +227,45 @@ def _coverage_table(tl: Timeline) -> str:
             "<th>file</th><th>reason</th></tr>" + "".join(rows) + "</table></details>")
 
 
-def timeline_html(tl: Timeline, bundle: str) -> str:
-    """The whole page for one job, with the chart library's JavaScript `bundle` inlined."""
-    job = tl.job
+def chart_section(tl: Timeline) -> str:
+    """The chart with its key and the panel its clicks fill (the job page of the dashboard shows it too)."""
     span = f"{when(tl.domain[0])} to {when(tl.domain[1])}"
-    body = f"""<main>
-{_header(tl)}
-<h2>Timeline</h2>
-<p class="muted">One row per node; the chart opens on {esc(span)} (symptoms binned every {tl.bin_seconds} s;
+    return f"""<p class="muted">One row per node; the chart opens on {esc(span)} (symptoms binned every {tl.bin_seconds} s;
 red star: root cause; dashed red lines: where its consequences began on each node; purple triangles: other causes;
 grey ticks: context events; tinted rows: culprits (red) and nodes without kernel evidence (amber)).</p>
+<noscript><p class="muted">The chart needs JavaScript; the lists on this page say the same in words.</p></noscript>
 <div class="chart" id="timeline"></div>
 <div class="panel" id="detail"><span class="muted">Click a mark to see its source lines here; hover for a
-summary.</span></div>
+summary.</span></div>"""
+
+
+def chart_specs(tl: Timeline, palette: Palette) -> dict[str, dict]:
+    return {"timeline": timeline_spec(tl, palette)}
+
+
+def chart_page_scripts(tl: Timeline, palette: Palette, bundle: str | None = None,
+                       script_src: str | None = None) -> str:
+    """The scripts chart_section needs: the specification, the chart library, the click panel's script."""
+    return chart_scripts(chart_specs(tl, palette), bundle, CLICK_SCRIPT, script_src=script_src)
+
+
+def timeline_body(tl: Timeline) -> str:
+    """What goes inside <main>: the verdict, the chart, what happened in order of cause, the evidence."""
+    return f"""{_header(tl)}
+<h2>Timeline</h2>
+{chart_section(tl)}
 <h2>What happened, in order of cause</h2>
 {_sequence(tl)}
 <h2>Evidence collected</h2>
 {_coverage_table(tl)}
-<footer>attribution job timeline · rules {esc(tl.rules_version[:12] or '-')} · times in UTC</footer>
-</main>"""
-    title = f"{job.get('cluster')}/{job.get('job_id')}: {tl.outcome}"
-    return document(title, body, {"timeline": timeline_spec(tl)}, bundle, CLICK_SCRIPT)
+<footer>attribution job timeline · rules {esc(tl.rules_version[:12] or '-')} · times in UTC</footer>"""
+
+
+def timeline_title(tl: Timeline) -> str:
+    return f"{tl.job.get('cluster')}/{tl.job.get('job_id')}: {tl.outcome}"
+
+
+def timeline_html(tl: Timeline, bundle: str, palette: Palette | None = None) -> str:
+    """The whole page for one job, with the chart library's JavaScript `bundle` inlined."""
+    return document(timeline_title(tl), f"<main>\n{timeline_body(tl)}\n</main>",
+                    chart_specs(tl, palette or Palette.shipped()), bundle, CLICK_SCRIPT)

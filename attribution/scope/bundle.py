@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import hostlist
 
 from attribution.errors import InputError
 from attribution.model import ExecutionContext
+from attribution.names import MAX_NAME, check_system_name, check_text
 from attribution.timeparse import UTC, TimeError, as_utc, parse_iso, resolve_zone
 
 #: Fields context.yaml may carry (docs/bundle.md); anything else is refused so typos do not pass silently.
@@ -47,22 +48,23 @@ def expand_nodes(value: Any, origin: str = "nodes") -> tuple[str, ...]:
     return tuple(unique)
 
 
-#: The longest name accepted for a node, cluster, job, user or partition: a DNS name is at most 253 characters
-#: (Linux host names at most 64); longer is not a name, and would not fit the store's btree indexes.
-MAX_NAME = 255
+#: The context's names that are a cluster's or a node's, and those that are text (attribution/names.py).
+SYSTEM_NAMES = ("cluster", "failed_node")
+TEXT_NAMES = ("job_id", "user", "partition")
 
 
-def _check_name(value: Any, field: str, origin: str) -> None:
-    if value is not None and len(str(value)) > MAX_NAME:
-        raise InputError(origin, f"{field}: a name of {len(str(value))} characters (at most {MAX_NAME})")
+def _check_names(values: Mapping[str, Any], nodes: Iterable[Any], node_field: str, origin: str) -> None:
+    for field in SYSTEM_NAMES:
+        check_system_name(values.get(field), field, origin)
+    for field in TEXT_NAMES:
+        check_text(values.get(field), field, origin)
+    for n in nodes:
+        check_system_name(n, node_field, origin)
 
 
 def check_storable(ctx: ExecutionContext, nodes: Iterable[str | None] = (), origin: str = "job context") -> None:
-    """Refuse (InputError) a context, or event nodes, with names no real system has (see MAX_NAME)."""
-    for field in ("cluster", "job_id", "user", "partition", "failed_node"):
-        _check_name(getattr(ctx, field), field, origin)
-    for n in (*ctx.nodes, *nodes):
-        _check_name(n, "node", origin)
+    """Refuse (InputError) a context, or event nodes, with names no real system has (attribution/names.py)."""
+    _check_names({f: getattr(ctx, f) for f in (*SYSTEM_NAMES, *TEXT_NAMES)}, (*ctx.nodes, *nodes), "node", origin)
 
 
 #: Years a job may run in: a context time outside them is a mistake or an attack, and would overflow the job
@@ -137,10 +139,7 @@ def context_from_mapping(data: dict, origin: str) -> ExecutionContext:
     nodes = expand_nodes(data["nodes"], origin)
     if not nodes:
         raise InputError(origin, "nodes: empty node list")
-    for field in ("cluster", "job_id", "user", "partition", "failed_node"):
-        _check_name(data.get(field), field, origin)
-    for n in nodes:
-        _check_name(n, "nodes", origin)
+    _check_names(data, nodes, "nodes", origin)
     boot = data.get("boot_time") or {}
     if not isinstance(boot, dict):
         raise InputError(origin, "boot_time: expected a mapping of node name to time")

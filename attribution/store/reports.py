@@ -56,25 +56,45 @@ SELECT count(*) AS jobs, count(*) FILTER (WHERE {FAILED}) AS failed,
 FROM attribution.job_verdicts v
 WHERE {JOB_TIME} >= :since AND {JOB_TIME} < :until"""
 
-RECURRING_NODES = """
-SELECT r.cluster, r.node, string_agg(DISTINCT r.kind || coalesce(' ' || r.code, ''), ', ') AS faults,
-       max(r.weeks) AS weeks, sum(r.events)::bigint AS events, sum(r.jobs_failed)::bigint AS jobs_failed,
-       count(DISTINCT r.gpu) AS gpus, max(r.last_seen) AS last_seen
-FROM attribution.recurring_faults r
-WHERE r.last_seen >= :since
-GROUP BY r.cluster, r.node
-ORDER BY weeks DESC, events DESC, jobs_failed DESC, r.cluster, r.node
+#: The recurring faults (two or more ISO weeks in their whole history) seen in the period, counted in the period
+#: only: the weeks and events of the report's weeks (what the sparklines draw) and the period's failed jobs whose
+#: root cause was that fault; first_seen is the fault's first event ever. Grouped per node, or per node and GPU.
+RECURRING_IN_PERIOD = f"""
+WITH r AS (
+    SELECT cluster, node, gpu, kind, code, first_seen FROM attribution.recurring_faults WHERE last_seen >= :since),
+e AS (
+    SELECT r.cluster, r.node, r.gpu, r.kind, r.code, r.first_seen, e.occurred_at,
+           (date_trunc('week', e.occurred_at AT TIME ZONE 'UTC'))::date AS week
+    FROM attribution.fault_events e
+    JOIN r ON r.cluster = e.cluster AND r.node = e.node_key AND r.node = e.node AND r.kind = e.kind
+          AND r.gpu IS NOT DISTINCT FROM e.gpu AND r.code IS NOT DISTINCT FROM e.code
+    WHERE e.occurred_at >= :since AND e.occurred_at < :until AND e.role <> 'symptom'),
+f AS (SELECT DISTINCT cluster, node, gpu, kind, code FROM e),
+-- the period's failed jobs whose root cause was one of these faults, read once (not once per row of g)
+j AS MATERIALIZED (
+    SELECT f.cluster, f.node, f.gpu, count(*) AS jobs
+    FROM attribution.job_verdicts v
+    JOIN f ON v.cluster = f.cluster AND v.root_node = f.node AND v.root_kind = f.kind
+          AND v.root_gpu IS NOT DISTINCT FROM f.gpu AND v.root_code IS NOT DISTINCT FROM f.code
+    WHERE {FAILED} AND {JOB_TIME} >= :since AND {JOB_TIME} < :until
+    GROUP BY 1, 2, 3),
+g AS (
+    SELECT e.cluster, e.node, {{gpu}}string_agg(DISTINCT e.kind || coalesce(' ' || e.code, ''), ', ') AS faults,
+           count(DISTINCT e.week) AS weeks, count(*) AS events, min(e.first_seen) AS first_seen,
+           max(e.occurred_at) AS last_seen
+    FROM e {{where}}
+    GROUP BY e.cluster, e.node{{gpu_group}})
+SELECT g.cluster, g.node, {{gpu_g}}g.faults, g.weeks, g.events,
+       (SELECT coalesce(sum(j.jobs), 0) FROM j WHERE j.cluster = g.cluster AND j.node = g.node{{gpu_match}})::bigint
+           AS jobs_failed,
+       g.first_seen, g.last_seen
+FROM g
+ORDER BY weeks DESC, events DESC, jobs_failed DESC, g.cluster, g.node{{gpu_order}}
 LIMIT :limit"""
-
-RECURRING_GPUS = """
-SELECT r.cluster, r.node, r.gpu, string_agg(DISTINCT r.kind || coalesce(' ' || r.code, ''), ', ') AS faults,
-       max(r.weeks) AS weeks, sum(r.events)::bigint AS events, sum(r.jobs_failed)::bigint AS jobs_failed,
-       max(r.last_seen) AS last_seen
-FROM attribution.recurring_faults r
-WHERE r.gpu IS NOT NULL AND r.last_seen >= :since
-GROUP BY r.cluster, r.node, r.gpu
-ORDER BY weeks DESC, events DESC, jobs_failed DESC, r.cluster, r.node, r.gpu
-LIMIT :limit"""
+RECURRING_NODES = RECURRING_IN_PERIOD.format(gpu="", gpu_g="", gpu_match="", where="", gpu_group="", gpu_order="")
+RECURRING_GPUS = RECURRING_IN_PERIOD.format(gpu="e.gpu, ", gpu_g="g.gpu, ", gpu_match=" AND j.gpu = g.gpu",
+                                            where="WHERE e.gpu IS NOT NULL", gpu_group=", e.gpu",
+                                            gpu_order=", g.gpu")
 
 #: Events per week of the recurring faults, per node and GPU (the sparklines).
 RECURRING_WEEKLY = """
@@ -159,8 +179,8 @@ def fleet_data(engine: Engine, weeks: int = 8, until: datetime | None = None, to
             failed_jobs_weekly=_rows(conn, FAILED_JOBS_WEEKLY, **p),
             fault_events_weekly=_rows(conn, FAULT_EVENTS_WEEKLY, **p),
             failed_gpu_hours=_rows(conn, FAILED_GPU_HOURS, **p),
-            recurring_nodes=_rows(conn, RECURRING_NODES, since=since, limit=top),
-            recurring_gpus=_rows(conn, RECURRING_GPUS, since=since, limit=top),
+            recurring_nodes=_rows(conn, RECURRING_NODES, **p, limit=top),
+            recurring_gpus=_rows(conn, RECURRING_GPUS, **p, limit=top),
             recurring_weekly=_rows(conn, RECURRING_WEEKLY, **p),
             drain_candidates=_rows(conn, DRAIN_CANDIDATES, limit=200),
             recurring_failures=_rows(conn, RECURRING_FAILURES, **p, limit=top),

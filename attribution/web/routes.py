@@ -1,34 +1,41 @@
 """The dashboard's pages under /ui/, rendered on the server from the store.
 
+    /                                 leads to /ui/
     /ui/jobs                          the job list: filters (cluster, outcome, node, user, time range), paging
     /ui/jobs/{cluster}/{job}?start=   one job: the verdict, the counter changes that became evidence, its
-                                      symptoms and coverage gaps, its timeline
+                                      symptoms and coverage gaps, its timeline chart
+    /ui/jobs/{cluster}/{job}/timeline the job's whole timeline page (what happened in order of cause, every source)
     /ui/nodes/{cluster}/{node}        one node: recurring faults, fault events by week, failed jobs, telemetry
                                       counters and counter events, drains
     /ui/fleet                         the fleet report, live
     /ui/drain                         the drain candidates with their evidence
+    /ui/assets/vega-<digest>.js       the chart library, cached by the browser (attribution.web.assets)
 
 Every page but the login form needs a session (attribution.web.session); without one it sends the browser to
 the login form and back. Filters, cursors and job start times live in the URL, so a link or a reload shows the
-same page. The essentials are plain HTML; only the timeline and fleet charts use JavaScript (inlined, no CDN).
+same page; names are percent-encoded path segments (attribution.web.urls) checked against the rule of
+attribution/names.py. The essentials are plain HTML; only the charts use JavaScript (no CDN).
 """
 
 from __future__ import annotations
 
-import threading
-from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs, urlencode
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from attribution import names
+from attribution.api.segments import from_segment
 from attribution.api.service import Service
 from attribution.errors import InputError
 from attribution.store import browse
 from attribution.timeparse import TimeError, format_utc, parse_iso
+from attribution.web import views
+from attribution.web.assets import CACHE, PREFIX, ChartLibrary
 from attribution.web.session import COOKIE, PATH, Sessions
+from attribution.web.urls import DashboardLinks, url_job, url_node
 
 UTC = timezone.utc
 PAGE_SIZE = 50
@@ -36,10 +43,11 @@ PAGE_SIZE = 50
 OUTCOMES = ("failed", "", "gpu_hardware", "nvlink", "nvswitch_fabric", "network", "host", "application",
             "scheduler", "unknown", "none")
 FORM_BYTES = 4096
-#: Pages without charts run no script at all; chart pages run only their own inline scripts.
-CSP_PLAIN = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; frame-src 'self'; "
+#: Pages without charts run no script at all; chart pages run their own inline scripts and the chart library
+#: from this service (attribution.web.assets).
+CSP_PLAIN = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
              "form-action 'self'; base-uri 'none'; frame-ancestors 'self'")
-CSP_CHARTS = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
+CSP_CHARTS = ("default-src 'none'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
               "img-src data: blob:; base-uri 'none'; form-action 'self'; frame-ancestors 'self'")
 
 
@@ -53,25 +61,18 @@ def when(value: Any) -> str:
         return str(value)
 
 
-def url_job(cluster: str, job_id: str, start: str | None = None, part: str = "") -> str:
-    """The job's page (or one of its parts, e.g. `timeline`); `start` picks one of several jobs with this id."""
-    url = f"/ui/jobs/{quote(cluster, safe='')}/{quote(job_id, safe='')}" + (f"/{part}" if part else "")
-    return url + (f"?{urlencode({'start': start})}" if start else "")
-
-
-def url_node(cluster: str, node: str) -> str:
-    return f"/ui/nodes/{quote(cluster, safe='')}/{quote(node, safe='')}"
-
-
 def _templates():
     from jinja2 import ChainableUndefined, Environment, PackageLoader, select_autoescape
 
+    from attribution.reports.palette import outcome_class
+    from attribution.reports.render import followed_text
     from attribution.reports.shell import CSS
 
     env = Environment(loader=PackageLoader("attribution.web", "templates"), autoescape=select_autoescape(["html"]),
                       undefined=ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(css=CSS, when=when, url_job=url_job, url_node=url_node, num=_num, yes=_yes,
-                       port_errors=_port_errors)
+    env.globals.update(css=CSS, when=when, url_job=url_job, url_node=url_node, num=views.num,
+                       yes=views.yes, port_errors=views.port_errors, outcome_class=outcome_class,
+                       followed=followed_text)
     return env
 
 
@@ -82,9 +83,23 @@ def _safe_next(value: str | None) -> str:
     return "/ui/jobs"
 
 
+def _path_name(value: str, what: str, problem_of) -> tuple[str, str | None]:
+    """A name from the path (one segment, `%2F` a slash in it) and why it is no name, if it is not one."""
+    name = from_segment(value)
+    problem = problem_of(name)
+    return name, None if problem is None else f"Not a {what} name ({problem})."
+
+
 def add_web_routes(app: FastAPI, svc: Service) -> None:
+    from attribution.reports.palette import Palette
+
     env = _templates()
     sessions = Sessions(svc.tokens)
+    library = ChartLibrary()
+    palette = Palette.of(svc.ruleset.kinds)
+    # the chart library is made when the worker starts (app.py's lifespan runs app.state.warm in a thread), so
+    # the first chart page does not wait for it
+    app.state.warm = [*getattr(app.state, "warm", []), library.warm]
 
     def page(name: str, status: int = 200, csp: str = CSP_PLAIN, **values) -> HTMLResponse:
         html = env.get_template(name).render(signed_in=values.pop("signed_in", True), **values)
@@ -92,7 +107,9 @@ def add_web_routes(app: FastAPI, svc: Service) -> None:
 
     def signed_in(request: Request) -> None:
         if sessions.principal(request.cookies.get(COOKIE)) is None:
-            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            raw = request.scope.get("raw_path")  # as the browser sent it: names keep their %2F
+            path = raw.decode("latin-1") if raw else request.url.path
+            target = path + (f"?{request.url.query}" if request.url.query else "")
             raise HTTPException(303, "sign in first", headers={"Location": "/ui/login?" + urlencode({"next": target})})
 
     async def on_db(fn, *args):
@@ -101,23 +118,6 @@ def add_web_routes(app: FastAPI, svc: Service) -> None:
                 return fn(conn, *args)
         return await svc.db.run(work)
 
-    bundle: list[str] = []
-    bundle_lock = threading.Lock()
-
-    def chart_bundle() -> str:
-        """Vega's script for the chart pages, made once per app (vl-convert takes seconds; a request that comes
-        while the warm-up makes it waits for that one)."""
-        with bundle_lock:
-            if not bundle:
-                from attribution.reports.vega import script_bundle
-
-                bundle.append(script_bundle())
-            return bundle[0]
-
-    # built when the worker starts (app.py's lifespan runs app.state.warm in a thread), so the first fleet or
-    # timeline page does not wait for it
-    app.state.warm = [*getattr(app.state, "warm", []), chart_bundle]
-
     def not_found(message: str) -> HTMLResponse:
         return page("error.html", 404, title="Not found", page="error", message=message)
 
@@ -125,10 +125,22 @@ def add_web_routes(app: FastAPI, svc: Service) -> None:
     async def favicon() -> Response:
         return Response(status_code=204)  # no icon; a 404 would be a console error on every page
 
+    @app.get("/", include_in_schema=False)
     @app.get("/ui", include_in_schema=False)
     @app.get("/ui/", include_in_schema=False)
     async def home() -> Response:
         return RedirectResponse("/ui/jobs", status_code=303)
+
+    @app.get(PREFIX + "vega-{digest}.js", include_in_schema=False)
+    async def chart_library(request: Request, digest: str) -> Response:
+        script = await svc.cpu.run(library.script)
+        if digest != script.digest:
+            return Response("not this version of the chart library", status_code=404, media_type="text/plain")
+        headers = {"Cache-Control": CACHE, "X-Content-Type-Options": "nosniff", "Vary": "Accept-Encoding"}
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            return Response(script.gzipped, media_type="text/javascript; charset=utf-8",
+                            headers={**headers, "Content-Encoding": "gzip"})
+        return Response(script.text, media_type="text/javascript; charset=utf-8", headers=headers)
 
     @app.get("/ui/login", include_in_schema=False)
     async def login_form(next: str | None = None) -> HTMLResponse:
@@ -189,13 +201,24 @@ def add_web_routes(app: FastAPI, svc: Service) -> None:
         found = await _stored(cluster, job_id, start)
         if isinstance(found, HTMLResponse):
             return found
+        from attribution.reports.timeline_data import build_timeline
+        from attribution.reports.timeline_page import chart_page_scripts, chart_section
+
         doc = found.document
-        starts = [format_utc(s) for s in found.starts]
-        job_start = (doc.get("job") or {}).get("start")
-        return page("job.html", title=f"Job {job_id}", page="job", doc=doc, other_starts=starts,
-                    symptom_groups=_symptom_groups(doc), counter_evidence=_counter_evidence(found.events, doc),
+        j = doc.get("job") or {}
+        script = await svc.cpu.run(library.script)
+
+        def chart() -> tuple[str, str]:
+            tl = build_timeline(doc, found.events)
+            return chart_section(tl), chart_page_scripts(tl, palette, script_src=script.url)
+
+        section, scripts = await svc.cpu.run(chart)
+        return page("job.html", csp=CSP_CHARTS, title=f"Job {j.get('job_id')}", page="job", doc=doc,
+                    other_starts=[format_utc(s) for s in found.starts], symptom_groups=views.symptom_groups(doc),
+                    counter_evidence=views.counter_evidence(found.events, doc),
                     gaps=[c for c in doc.get("coverage") or [] if c.get("status") != "ok"],
-                    timeline_url=url_job(cluster, job_id, job_start, part="timeline"))
+                    timeline_url=url_job(j.get("cluster"), j.get("job_id"), j.get("start"), part="timeline"),
+                    timeline_section=section, chart_scripts=scripts)
 
     @app.get("/ui/jobs/{cluster}/{job_id}/timeline", include_in_schema=False)
     async def job_timeline(request: Request, cluster: str, job_id: str, start: str | None = None) -> HTMLResponse:
@@ -203,14 +226,25 @@ def add_web_routes(app: FastAPI, svc: Service) -> None:
         found = await _stored(cluster, job_id, start)
         if isinstance(found, HTMLResponse):
             return found
-        from attribution.reports.timeline import render_timeline
+        from attribution.reports.timeline_data import build_timeline
+        from attribution.reports.timeline_page import chart_page_scripts, timeline_body, timeline_title
 
-        html = await svc.cpu.run(lambda: render_timeline(found.document, found.events, chart_bundle()))
-        return HTMLResponse(html, headers=_headers(CSP_CHARTS))
+        script = await svc.cpu.run(library.script)
+
+        def whole() -> tuple[str, str, str]:
+            tl = build_timeline(found.document, found.events)
+            return timeline_title(tl), timeline_body(tl), chart_page_scripts(tl, palette, script_src=script.url)
+
+        title, body, scripts = await svc.cpu.run(whole)
+        return page("chart_page.html", csp=CSP_CHARTS, title=title, page="job", body=body, chart_scripts=scripts)
 
     async def _stored(cluster: str, job_id: str, start: str | None):
         from attribution.store.reports import stored_job
 
+        cluster, problem = _path_name(cluster, "cluster", names.system_name_problem)
+        job_id, problem = (job_id, problem) if problem else _path_name(job_id, "job", names.text_problem)
+        if problem:
+            return not_found(problem)
         try:
             at = parse_iso(start) if start else None
         except (TimeError, ValueError):
@@ -223,25 +257,30 @@ def add_web_routes(app: FastAPI, svc: Service) -> None:
     @app.get("/ui/nodes/{cluster}/{node}", include_in_schema=False)
     async def node(request: Request, cluster: str, node: str, days: int = 91) -> HTMLResponse:
         signed_in(request)
+        cluster, problem = _path_name(cluster, "cluster", names.system_name_problem)
+        node, problem = (node, problem) if problem else _path_name(node, "node", names.system_name_problem)
+        if problem:
+            return not_found(problem)
         days = min(max(days, 1), 3660)
         h = await on_db(browse.node_history, cluster, node, datetime.now(UTC), days)
-        weeks, kinds = _weekly(h["faults_weekly"])
+        weeks, kinds = views.weekly(h["faults_weekly"], h["since"], h["until"])
         return page("node.html", title=f"Node {node}", page="node", h=h, weeks=weeks, kinds=kinds,
-                    max_total=max([w["total"] for w in weeks] or [1]), bar_width=160,
+                    max_total=max([w["total"] for w in weeks if not w.get("quiet")] or [1]), bar_width=160,
                     jobs_url="/ui/jobs?" + urlencode({"cluster": cluster, "node": node, "outcome": "failed"}))
 
     @app.get("/ui/fleet", include_in_schema=False)
     async def fleet(request: Request, weeks: int = 8) -> HTMLResponse:
         signed_in(request)
-        from attribution.reports.fleet_page import fleet_html
+        from attribution.reports.fleet_page import fleet_parts
+        from attribution.reports.shell import chart_scripts
         from attribution.store.reports import fleet_data
 
         weeks = min(max(weeks, 1), 104)
         data = await svc.db.run(lambda: fleet_data(svc.engine, weeks=weeks))
-        html = await svc.cpu.run(lambda: fleet_html(data, chart_bundle()))
-        nav = ('<nav style="background:#1d2127;padding:8px 24px"><a style="color:#fff" href="/ui/jobs">'
-               '&larr; dashboard</a></nav>')
-        return HTMLResponse(html.replace("<main", nav + "<main", 1), headers=_headers(CSP_CHARTS))
+        script = await svc.cpu.run(library.script)
+        parts = await svc.cpu.run(lambda: fleet_parts(data, palette, DashboardLinks()))
+        return page("chart_page.html", csp=CSP_CHARTS, title=parts.title, page="fleet", body=parts.body,
+                    chart_scripts=chart_scripts(parts.specs, templates=parts.templates, script_src=script.url))
 
     @app.get("/ui/drain", include_in_schema=False)
     async def drain(request: Request) -> HTMLResponse:
@@ -265,74 +304,3 @@ def _time(q, name: str) -> datetime | None:
 def _headers(csp: str) -> dict[str, str]:
     return {"Content-Security-Policy": csp, "Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff",
             "Cache-Control": "no-store"}
-
-
-def _symptom_groups(doc: dict, nodes_shown: int = 8) -> list[dict]:
-    """The verdict's symptom groups (kind and node) counted by kind, with the nodes they came from."""
-    groups: dict[str, dict] = {}
-    for s in doc.get("symptom_groups") or []:
-        g = groups.setdefault(s.get("kind") or "?", {"kind": s.get("kind") or "?", "count": 0, "nodes": set()})
-        g["count"] += int(s.get("count") or 0)
-        if s.get("node"):
-            g["nodes"].add(s["node"])
-    out = []
-    for g in sorted(groups.values(), key=lambda g: (-g["count"], g["kind"])):
-        nodes = sorted(g["nodes"])
-        out.append({**g, "nodes": nodes[:nodes_shown], "more_nodes": max(0, len(nodes) - nodes_shown)})
-    return out
-
-
-#: an event's fields that say where it came from, not what was counted
-_EVENT_FIELDS = ("evidence", "device", "window", "vanished")
-
-
-def _counter_evidence(events: list, doc: dict) -> list[dict]:
-    """The job's counter events (rules/counters.yaml) with the counters each quotes: `0 -> 2` between the
-    snapshots, a value alone when only one snapshot was there."""
-    root = doc.get("root_cause") or {}
-    out = []
-    for e in events:
-        if e.source != browse.TELEMETRY_SOURCE:
-            continue
-        deltas = [(k, v) for k, v in sorted(e.fields.items()) if k not in _EVENT_FIELDS] or [("", e.message)]
-        out.append({"node": e.node, "device": e.gpu or e.fields.get("device") or "", "kind": e.kind,
-                    "role": e.role if e.fields.get("window") == "job" else f"{e.role} ({e.fields.get('window')})",
-                    "deltas": deltas,
-                    "root": root.get("kind") == e.kind and root.get("node") == e.node and root.get("rule") == e.rule
-                    and (root.get("gpu") or None) == e.gpu})
-    return out
-
-
-def _num(v: Any) -> str:
-    if v is None:
-        return ""
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return str(v)
-    return str(int(f)) if f.is_integer() else f"{f:g}"
-
-
-def _yes(v: Any) -> str:
-    return "" if v is None else ("yes" if v else "no")
-
-
-#: port counters that move with traffic, not errors
-_TRAFFIC = ("_data", "_packets", "_wait", "lifespan")
-
-
-def _port_errors(counters: dict | None) -> list[tuple[str, Any]]:
-    return [(k.split("/", 1)[-1], v) for k, v in sorted((counters or {}).items())
-            if v and not k.endswith(_TRAFFIC)]
-
-
-def _weekly(rows: list[dict]) -> tuple[list[dict], list[str]]:
-    """Cause events per ISO week as one row per week and one column per fault (kind and code)."""
-    by_week: dict[str, dict[str, int]] = defaultdict(dict)
-    kinds: set[str] = set()
-    for r in rows:
-        label = r["kind"] + (f" {r['code']}" if r.get("code") is not None else "")
-        kinds.add(label)
-        by_week[r["week"]][label] = by_week[r["week"]].get(label, 0) + int(r["events"])
-    weeks = [{"week": w, "counts": c, "total": sum(c.values())} for w, c in sorted(by_week.items(), reverse=True)]
-    return weeks, sorted(kinds)

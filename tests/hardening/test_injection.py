@@ -28,7 +28,7 @@ from attribution.scope.bundle import parse_context
 
 from tests.conftest import ROOT
 from tests.harness.hooknode import Node, run_hook
-from tests.harness.service import start_service
+from tests.harness.service import service_on_new_database
 
 UTC = timezone.utc
 
@@ -52,10 +52,14 @@ def payloads(marker: Path) -> dict[str, str]:
     }
 
 
-NODES = ["n1", "nœud-é-节点-😀", "n'1\"q`x`", "a;b|c$(id)&d", "x" * 200 + "-long", "rack/n5"]
-CONTEXT = """cluster: "c'; DROP TABLE attribution.jobs; --"
+NODES = ["n1", "nœud-é-节点-😀", "n'1\"q`x`", "a;b|c$(id)&d", "x" * 200 + "-long"]
+#: A cluster name has no space (attribution/names.py): its SQL payload is written without; the partition's has.
+CLUSTER = "c';DROP(TABLE)attribution.jobs;--"
+PARTITION = "p'; DROP TABLE attribution.jobs; --"
+CONTEXT = """cluster: "c';DROP(TABLE)attribution.jobs;--"
 job_id: '1; touch {marker}'
 user: "$(touch {marker})"
+partition: "p'; DROP TABLE attribution.jobs; --"
 nodes: {nodes}
 tasks_per_node: 1
 state: FAILED
@@ -76,8 +80,7 @@ def _write_bundle(base: Path, marker: Path) -> tuple[Path, dict[str, str]]:
         lines[f"kernel-{name}"] = (f"[Mon Nov 30 08:{10 + i:02d}:00 2026] NVRM: Xid (PCI:0000:3b:00): "
                                    f"{79 if i == 0 else 13}, pid={i}, name={p}, GPU fault")
         lines[f"job-{name}"] = f"[rank{i}]: RuntimeError: CUDA error: an illegal memory access was encountered {p}"
-    lines["job-rank-of-rack/n5"] = "[rank5]: RuntimeError: CUDA error: an illegal memory access was encountered"
-    for n in NODES[:-1]:  # "rack/n5" cannot be a folder name: its kernel log is missing (coverage says so)
+    for n in NODES:
         (b / "nodes" / n).mkdir(parents=True)
         (b / "nodes" / n / "kernel.log").write_bytes(
             "\n".join(v for k, v in lines.items() if k.startswith("kernel-")).encode() + b"\n")
@@ -93,11 +96,11 @@ def test_hostile_lines_and_names_are_stored_verbatim_and_never_executed(ruleset,
     with store.connect() as c:
         stored_lines = set(c.execute(text("SELECT line FROM attribution.events")).scalars())
         nodes = set(c.execute(text("SELECT node FROM attribution.events")).scalars())
-        job = c.execute(text("SELECT cluster, job_id, user_name, nodes FROM attribution.jobs")).one()
+        job = c.execute(text("SELECT cluster, job_id, user_name, nodes, partition FROM attribution.jobs")).one()
         tables = c.execute(text("SELECT count(*) FROM pg_tables WHERE schemaname = 'attribution' "
                                 "AND tablename IN ('jobs', 'verdicts')")).scalar()
     assert tables == 2
-    assert job == ("c'; DROP TABLE attribution.jobs; --", f"1; touch {marker}", f"$(touch {marker})", NODES)
+    assert job == (CLUSTER, f"1; touch {marker}", f"$(touch {marker})", NODES, PARTITION)
     checked = 0
     for key, line in lines.items():
         # the documented decoder: what Python calls non-printable (C0/C1 controls, ESC, BEL, bidi and zero-width
@@ -108,9 +111,28 @@ def test_hostile_lines_and_names_are_stored_verbatim_and_never_executed(ruleset,
             assert want == line  # SQL, shell and format payloads: byte for byte
         assert want in stored_lines, (key, want)
         checked += 1
-    assert set(NODES) <= nodes, set(NODES) - nodes  # every node name, byte for byte, including "rack/n5" by rank
+    assert set(NODES) <= nodes, set(NODES) - nodes  # every node name, byte for byte
     print(f"\ninjection: {checked} hostile lines and {len(NODES)} absurd node names stored as decoded, "
           f"none executed")
+
+
+@pytest.mark.parametrize("field, value", [("nodes", '["n1", "rack/n5"]'), ("cluster", '"c x"'),
+                                          ("failed_node", '"n1\\u200bx"')])
+def test_a_name_no_machine_has_is_refused_naming_its_field_and_nothing_is_stored(ruleset, store, tmp_path, field,
+                                                                                   value):
+    """attribution/names.py: a node is a bundle's folder (no `/`), no name holds whitespace or an invisible
+    character; the context is refused whole (the command line's exit 2), not stored under a mangled name."""
+    from attribution.errors import InputError
+
+    b = tmp_path / "bundle"
+    (b / "nodes" / "n1").mkdir(parents=True)
+    fields = {"cluster": '"c1"', "job_id": "'7'", "nodes": '["n1"]', "state": "FAILED",
+              "start": "2026-11-30T08:00:00Z", "end": "2026-11-30T09:00:00Z", field: value}
+    (b / "context.yaml").write_text("".join(f"{k}: {v}\n" for k, v in fields.items()))
+    with pytest.raises(InputError, match=field):
+        ingest_bundle(ruleset, store, b)
+    with store.connect() as c:
+        assert c.execute(text("SELECT count(*) FROM attribution.jobs")).scalar() == 0
 
 
 def test_the_decoder_keeps_printable_text_byte_for_byte_and_blanks_control_characters():
@@ -122,14 +144,8 @@ def test_the_decoder_keeps_printable_text_byte_for_byte_and_blanks_control_chara
 
 @pytest.fixture(scope="module")
 def node_service(pg_server, pg_template, tmp_path_factory):
-    name = f"inj_{uuid.uuid4().hex[:12]}"
-    url = pg_server.create_database(name, template=pg_template)
-    svc = start_service(url, tmp_path_factory.mktemp("inj-service"))
-    try:
-        yield svc, url
-    finally:
-        svc.stop()
-        pg_server.drop_database(name)
+    with service_on_new_database(pg_server, pg_template, tmp_path_factory.mktemp("inj-service"), "inj") as both:
+        yield both
 
 
 @pytest.mark.slow

@@ -16,12 +16,14 @@ and the error quotes the log's tail.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ import yaml
 
 from .pg import free_port
 
-__all__ = ["RunningService", "start_service", "write_tokens"]
+__all__ = ["RunningService", "service_on_new_database", "start_service", "write_tokens"]
 
 
 @dataclass
@@ -120,3 +122,17 @@ def start_service(db_url: str, tmp_dir: Path, service: dict[str, Any] | None = N
         time.sleep(0.2)
     svc.stop()
     raise RuntimeError(f"attribution serve did not answer /healthz within {timeout} s:\n{svc.log_tail()}")
+
+
+@contextlib.contextmanager
+def service_on_new_database(pg_server, pg_template: str, tmp_dir: Path, prefix: str):
+    """A service over a database of its own (migrated, empty: copied from the session's template), dropped after;
+    yields (the service, the database's URL)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    url = pg_server.create_database(name, template=pg_template)
+    svc = start_service(url, tmp_dir)
+    try:
+        yield svc, url
+    finally:
+        svc.stop()
+        pg_server.drop_database(name)

@@ -92,3 +92,27 @@ def test_weeks_are_iso_weeks_ending_with_the_current_one():
     assert until == datetime(2026, 11, 30, tzinfo=UTC)
     with pytest.raises(ValueError):
         week_range(0)
+
+
+def test_recurring_rows_count_the_weeks_of_the_report_only(demo_store):  # noqa: F811
+    """The NVLink node's fault recurs in five ISO weeks; a four-week report leaves at least one of them out, and
+    its row counts what the four weeks hold, like its sparkline (the fault's first event is older)."""
+    from attribution.reports.fleet_charts import weekly_counts
+
+    data = fleet_data(demo_store.engine, weeks=4, until=demo_store.end)
+    row = next(r for r in data.recurring_nodes if r["node"] == NVLINK_NODE)
+    p = {"n": NVLINK_NODE, "s": data.since, "u": data.until}
+    with demo_store.engine.connect() as c:
+        ever = c.execute(text("SELECT sum(events), min(first_seen) FROM attribution.recurring_faults "
+                              "WHERE node = :n"), p).one()
+        events, weeks = c.execute(text(
+            "SELECT count(*), count(DISTINCT date_trunc('week', occurred_at AT TIME ZONE 'UTC')) "
+            "FROM attribution.fault_events WHERE node = :n AND role <> 'symptom' AND occurred_at >= :s "
+            "AND occurred_at < :u"), p).one()
+        failed = c.execute(text(
+            "SELECT count(*) FROM attribution.job_verdicts WHERE root_node = :n AND outcome <> 'none' "
+            "AND coalesce(job_end, job_start) >= :s AND coalesce(job_end, job_start) < :u"), p).scalar()
+    assert (row["events"], row["weeks"], row["jobs_failed"]) == (events, weeks, failed)
+    assert row["events"] < ever[0] and row["first_seen"] == ever[1] < data.since
+    spark = weekly_counts(data, False)[(row["cluster"], NVLINK_NODE)]
+    assert sum(spark.values()) == row["events"] and sum(1 for n in spark.values() if n) == row["weeks"]

@@ -4,6 +4,7 @@ no page is reachable without a session or leaks a token into a URL."""
 
 from __future__ import annotations
 
+import json
 import re
 from urllib.parse import parse_qs, urlparse
 
@@ -138,10 +139,39 @@ def test_the_job_page_shows_root_cause_and_links_the_culprit(browser_session, de
     assert "nvlink_error" in root and f'href="/ui/nodes/{job.cluster}/{job.root_node}"' in root
     culprits = re.search(r'<dd id="culprits">(.*?)</dd>', r.text, re.S).group(1)
     assert all(f">{n}</a>" in culprits for n in job.culprit_nodes)
-    assert f"/ui/jobs/{job.cluster}/{job.job_id}/timeline?start=" in r.text
-    timeline = browser_session.get(re.search(r'<iframe class="timeline" src="([^"]+)"', r.text).group(1)
+    timeline = browser_session.get(re.search(r'<a href="([^"]+)" id="whole-timeline">', r.text).group(1)
                                    .replace("&amp;", "&"))
-    assert timeline.status_code == 200 and "chart-specs" in timeline.text
+    assert timeline.status_code == 200 and "chart-specs" in timeline.text and 'id="sequence"' in timeline.text
+    assert timeline.text.count('nav class="top"') == 1  # the dashboard's frame around it
+
+
+def test_the_job_page_shows_the_verdict_once_and_draws_the_timeline_in_the_page(browser_session, demo_store):
+    with demo_store.engine.connect() as c:
+        job = c.execute(text("SELECT cluster, job_id FROM attribution.job_verdicts WHERE root_kind = 'nvlink_error' "
+                             "ORDER BY job_end DESC, job_id LIMIT 1")).one()
+    html = browser_session.get(f"/ui/jobs/{job.cluster}/{job.job_id}").text
+    assert html.count('id="verdict"') == html.count('id="outcome"') == html.count('id="explanation"') == 1
+    assert "<iframe" not in html and '<div class="chart" id="timeline">' in html
+    # the chart's note for a browser without JavaScript only shows there
+    assert re.search(r"<noscript>[^<]*<p[^>]*>The chart needs JavaScript", html)
+    assert html.count("The chart needs JavaScript") == 1
+
+
+def test_the_counts_beside_the_explanation_agree_with_it(browser_session, demo_store):
+    """The explanation's "N consequences" counts the symptoms and the other causes; the line beside it says
+    both and adds up to the same N, on the job page and on the timeline page."""
+    with demo_store.engine.connect() as c:
+        jobs = c.execute(text("SELECT cluster, job_id, job_start, explanation FROM attribution.job_verdicts "
+                              "WHERE explanation LIKE '%consequences on%'")).all()
+    assert len(jobs) >= 5
+    for j in jobs:
+        said = int(re.search(r"(\d+) consequences on", j.explanation).group(1))
+        for part in ("", "/timeline"):
+            html = browser_session.get(f"/ui/jobs/{j.cluster}/{j.job_id}{part}").text
+            beside = re.search(r'id="followed">([^<]*)<', html).group(1)
+            numbers = [int(n) for n in re.findall(r"\d+", beside)]
+            assert numbers[0] == said, (j.job_id, beside, j.explanation)
+            assert sum(numbers[1:]) in (0, said), beside  # "119 events ...: 118 symptom lines and 1 other cause"
 
 
 def test_an_unknown_job_is_a_404_page(browser_session):
@@ -277,3 +307,125 @@ def test_the_node_page_says_why_a_node_is_a_drain_candidate(browser_session):
     rows = re.findall(r'<tr data-condition="([^"]+)"', table)
     assert rows[0] == "nvlink-weekly" and {"gpu-lost", "nvlink-repeat", "culprit-two-users"} <= set(rows)
     assert "all (recurrence)" in table and "since the last reboot or resume" in table
+
+
+def test_the_service_root_leads_to_the_dashboard(service):
+    r = httpx.get(service.url + "/", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/ui/jobs"
+    r = httpx.get(service.url + "/", follow_redirects=True)  # and on to the sign-in form, for a new browser
+    assert r.status_code == 200 and urlparse(str(r.url)).path == "/ui/login"
+
+
+def test_every_page_sets_its_text_in_one_font_family(browser_session):
+    """The page CSS goes into <style> as it is: escaped by the template, its quoted font names broke the body's
+    font rule and the browser fell back to its serif default."""
+    from attribution.reports.shell import FONT
+
+    for path in ("/ui/jobs", "/ui/drain", "/ui/fleet", "/ui/login"):
+        html = browser_session.get(path).text
+        style = re.search(r"<style>(.*?)</style>", html, re.S).group(1)
+        assert f"font:14px/1.45 {FONT};" in style and "&#34;" not in style, path
+
+
+def test_the_fleet_page_is_light_has_the_dashboard_frame_and_links_its_names(browser_session, demo_store):
+    r = browser_session.get("/ui/fleet")
+    assert r.status_code == 200
+    html = r.text
+    assert len(r.content) < 100_000  # the chart library is not inlined (it was 919 KB)
+    assert html.count('<nav class="top">') == 1 and 'href="/ui/drain"' in html and 'href="/ui/jobs"' in html
+    with demo_store.engine.connect() as c:
+        rec = c.execute(text("SELECT DISTINCT cluster, node FROM attribution.recurring_faults")).all()
+        drain = c.execute(text("SELECT cluster, node FROM attribution.drain_candidates")).all()
+    assert rec and all(f'href="/ui/nodes/{c}/{n}"' in html for c, n in rec + drain)
+    assert re.search(r'<a href="/ui/jobs/[^/"]+/[^/"]+">', html)  # the drain evidence's jobs
+    # one shared specification for the sparklines, each sparkline its data only
+    specs = json.loads(re.search(r'<script type="application/json" id="chart-specs">(.*?)</script>', html,
+                                 re.S).group(1))
+    sparks = [s for s in specs["charts"].values() if "template" in s]
+    assert len(sparks) >= 2 and set(specs["templates"]) == {s["template"] for s in sparks}
+
+
+def test_the_chart_library_is_served_once_and_kept_by_the_browser(browser_session):
+    src = re.search(r'<script src="(/ui/assets/vega-[0-9a-f]+\.js)"></script>',
+                    browser_session.get("/ui/fleet").text).group(1)
+    job_page = browser_session.get("/ui/jobs", params={"outcome": "gpu_hardware"}).text
+    job = re.search(r'<a href="(/ui/jobs/[^"]+)">', job_page).group(1).replace("&amp;", "&")
+    assert f'<script src="{src}"></script>' in browser_session.get(job).text  # the same URL on every chart page
+    r = httpx.get(browser_session.base_url.join(src), headers={"Accept-Encoding": "gzip"})
+    assert r.status_code == 200 and r.headers["content-encoding"] == "gzip"
+    assert r.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert "vegaEmbed" in r.text and r.num_bytes_downloaded < len(r.content) / 2
+    assert httpx.get(browser_session.base_url.join("/ui/assets/vega-0000.js")).status_code == 404
+
+
+def test_the_node_page_shows_weeks_without_faults_as_such(browser_session, demo_store):
+    """Every ISO week of the period is a row: a week with faults, or a run of weeks without (one row saying so)."""
+    from datetime import date, timedelta
+
+    from attribution.timeparse import parse_iso
+
+    with demo_store.engine.connect() as c:
+        rec = c.execute(text("SELECT cluster, node FROM attribution.recurring_faults "
+                             "ORDER BY weeks DESC, cluster, node LIMIT 1")).one()
+    html = browser_session.get(f"/ui/nodes/{rec.cluster}/{rec.node}", params={"days": 91}).text
+    since = parse_iso(re.search(r'since <b class="mono">([^<]+)</b>', html).group(1).replace(" ", "T"))
+    with demo_store.engine.connect() as c:
+        faulty = {d for (d,) in c.execute(text(
+            "SELECT DISTINCT (date_trunc('week', occurred_at AT TIME ZONE 'UTC'))::date FROM attribution.events "
+            "WHERE cluster = :c AND node = :n AND role = 'cause' AND occurred_at >= :s"),
+            {"c": rec.cluster, "n": rec.node, "s": since})}
+    table = re.search(r'<table id="faults-weekly">(.*?)</table>', html, re.S).group(1)
+    rows = [(date.fromisoformat(w), 1, False) if w else (date.fromisoformat(first), int(n), True)
+            for w, first, n in re.findall(r'<tr (?:data-week="([^"]+)"|class="quiet" data-from="([^"]+)" '
+                                          r'data-weeks="(\d+)")>', table)]
+    assert {w for w, _, quiet in rows if not quiet} == faulty
+    assert any(quiet for _, _, quiet in rows) and "no fault events" in table
+    monday = since.date() - timedelta(days=since.weekday())
+    for first, n, _ in reversed(rows):  # oldest first: each row starts where the one before it ended
+        assert first == monday, (first, monday)
+        monday = first + timedelta(weeks=n)
+    last = (since + timedelta(days=91)).date()
+    assert monday == last - timedelta(days=last.weekday()) + timedelta(weeks=1)  # up to this week
+
+
+#: A Kueue workload's id is namespace/name; cluster and node names may hold `#`, `?` and `%` (attribution/names.py).
+ODD = {"cluster": "lab#east", "job_id": "team/train-3", "nodes": ["rack7?gpu01", "gpu#2%2F41é"]}
+
+
+@pytest.fixture(scope="module")
+def odd_names(service):
+    """A job whose cluster, id and nodes hold characters a URL path gives a meaning to, reported to the service
+    (a NODE_FAIL on the first node: that node is the culprit)."""
+    from urllib.parse import quote
+
+    body = {"nodes": ODD["nodes"], "state": "NODE_FAIL", "failed_node": ODD["nodes"][0],
+            "start": "2026-11-30T08:00:00Z", "end": "2026-11-30T09:00:00Z"}
+    url = f"{service.url}/v1/jobs/{quote(ODD['cluster'], safe='')}/{quote(ODD['job_id'], safe='')}/context"
+    r = httpx.post(url, json=body, headers=service.auth("report"), timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["job"]["cluster"] == ODD["cluster"] and r.json()["job"]["job_id"] == ODD["job_id"]
+    return ODD
+
+
+def test_names_with_a_slash_or_url_characters_lead_to_their_pages(browser_session, odd_names):
+    listing = browser_session.get("/ui/jobs", params={"cluster": odd_names["cluster"], "outcome": ""}).text
+    link = re.search(r'<tr data-job="lab#east/team/train-3"[^>]*>\s*<td><a href="([^"]+)">', listing).group(1)
+    assert link.startswith("/ui/jobs/lab%23east/team%2Ftrain-3?start=")
+    r = browser_session.get(link.replace("&amp;", "&"))
+    assert r.status_code == 200 and "Job team/train-3" in r.text
+    culprit = re.search(r'<dd id="culprits">.*?<a class="node" href="([^"]+)">([^<]+)</a>', r.text, re.S)
+    assert culprit.groups() == ("/ui/nodes/lab%23east/rack7%3Fgpu01", "rack7?gpu01")
+    node = browser_session.get(culprit.group(1))
+    assert node.status_code == 200 and "Node rack7?gpu01" in node.text and "on lab#east" in node.text
+    other = browser_session.get("/ui/nodes/lab%23east/gpu%232%252F41%C3%A9")  # a literal %2F, not a slash
+    assert other.status_code == 200 and "Node gpu#2%2F41é" in other.text
+    timeline = browser_session.get(link.replace("?", "/timeline?", 1).replace("&amp;", "&"))
+    assert timeline.status_code == 200 and "lab#east/team/train-3" in timeline.text
+
+
+def test_a_path_part_that_is_no_name_is_a_404_page_not_an_error(browser_session):
+    for path in ("/ui/nodes/c1/gpu%5B1-2%5D", "/ui/nodes/c1/a%2Cb", "/ui/jobs/c%5B1%5D/7", "/ui/nodes/c1/" + "y" * 256,
+                 "/ui/nodes/c1/gpu%2001", "/ui/nodes/c1/rack%2F7", "/ui/nodes/c1%0A/n1"):
+        r = browser_session.get(path)
+        assert r.status_code == 404 and "name (" in r.text and 'id="problem"' in r.text, path
+    assert browser_session.get("/ui/nodes/c1/a%00b").status_code == 404  # no name holds a NUL
