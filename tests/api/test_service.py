@@ -110,10 +110,18 @@ def whole_verdict(ruleset, bundle: Path) -> dict:
     return verdict_to_dict(diagnose_bundle(ruleset, bundle).verdict)
 
 
-def verdict_of(http, service, cluster: str, job_id: str) -> dict:
-    r = http.get(f"/v1/jobs/{cluster}/{job_id}/verdict", headers=service.auth("read"))
-    assert r.status_code == 200, r.text
-    return r.json()
+def verdict_of(http, service, cluster: str, job_id: str, settled: bool = True) -> dict:
+    """The job's verdict; `settled`: once no stored report awaits its attribution (the service attributes a job
+    at most once per settle interval: the answer says `Attribution-Pending: true` until the last one ran)."""
+    deadline = time.monotonic() + 60
+    while True:
+        r = http.get(f"/v1/jobs/{cluster}/{job_id}/verdict", headers=service.auth("read"))
+        assert r.status_code == 200, r.text
+        assert r.headers["attribution-pending"] in ("true", "false")
+        if not settled or r.headers["attribution-pending"] == "false":
+            return r.json()
+        assert time.monotonic() < deadline, "the job's reports were never attributed"
+        time.sleep(0.1)
 
 
 def post(http, service, data: dict, who: str = "report") -> httpx.Response:
