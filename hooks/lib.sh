@@ -24,32 +24,42 @@ ATTRIBUTION_ENV_REFUSED=
 
 # Why the open file on descriptor $2 (path $1) may not be read, in ATTRIBUTION_ENV_REFUSED; returns 1 when it may.
 attribution_env_refusal() {
-  local f=$1 fd=$2 opened named d what uid mode kind rest
-  # the open file itself, and the path's own entry (not followed): the same device and inode, or the path moved
+  local f=$1 fd=$2 opened d what uid mode kind rest line i=0
+  local paths=("$f")
+  # the open file itself, and the path's own entry and every folder up to / (none followed): two processes
   opened=$(stat -L -c '%u %a %d:%i %F' -- "/proc/self/fd/$fd" 2>/dev/null) \
     || { ATTRIBUTION_ENV_REFUSED="cannot stat the open $f"; return 0; }
-  named=$(stat -c '%d:%i %F' -- "$f" 2>/dev/null) || { ATTRIBUTION_ENV_REFUSED="cannot stat $f"; return 0; }
-  # shellcheck disable=SC2086
-  set -- $opened  # uid mode device:inode type...
-  uid=$1 mode=$2 rest=$3
-  case "$named" in
-    *'symbolic link') ATTRIBUTION_ENV_REFUSED="$f is a symbolic link"; return 0 ;;
-  esac
-  [ "$rest" = "${named%% *}" ] || { ATTRIBUTION_ENV_REFUSED="$f changed while it was opened"; return 0; }
-  case "$opened" in *'regular file'|*'regular empty file') ;; *) ATTRIBUTION_ENV_REFUSED="$f is not a regular file"; return 0 ;; esac
-  attribution_owned "$f" "$uid" "$mode" || return 0
   d=${f%/*}
   while :; do
     d=${d:-/}
-    what=$(stat -c '%u %a %F' -- "$d" 2>/dev/null) || { ATTRIBUTION_ENV_REFUSED="cannot stat $d"; return 0; }
-    # shellcheck disable=SC2086
-    set -- $what
-    uid=$1 mode=$2 kind=$3
-    [ "$kind" = directory ] || { ATTRIBUTION_ENV_REFUSED="$d is a symbolic link, not a folder"; return 0; }
-    attribution_owned "$d" "$uid" "$mode" || return 0
+    paths+=("$d")
     [ "$d" = / ] && break
     d=${d%/*}
   done
+  what=$(stat -c '%u %a %d:%i %F' -- "${paths[@]}" 2>/dev/null) \
+    || { ATTRIBUTION_ENV_REFUSED="cannot stat $f or a folder above it"; return 0; }
+  # shellcheck disable=SC2086
+  set -- $opened  # uid mode device:inode type...
+  uid=$1 mode=$2 rest=$3
+  while IFS= read -r line; do
+    d=${paths[$i]}
+    # shellcheck disable=SC2086
+    set -- $line
+    if [ "$i" = 0 ]; then
+      case "$line" in
+        *'symbolic link') ATTRIBUTION_ENV_REFUSED="$f is a symbolic link"; return 0 ;;
+      esac
+      [ "$rest" = "$3" ] || { ATTRIBUTION_ENV_REFUSED="$f changed while it was opened"; return 0; }
+      case "$opened" in *'regular file'|*'regular empty file') ;; *) ATTRIBUTION_ENV_REFUSED="$f is not a regular file"; return 0 ;; esac
+      attribution_owned "$f" "$uid" "$mode" || return 0
+    else
+      kind=${line#* * * }
+      [ "$kind" = directory ] || { ATTRIBUTION_ENV_REFUSED="$d is a symbolic link, not a folder"; return 0; }
+      attribution_owned "$d" "$1" "$2" || return 0
+    fi
+    i=$((i + 1))
+  done <<<"$what"
+  [ "$i" = "${#paths[@]}" ] || { ATTRIBUTION_ENV_REFUSED="cannot stat $f or a folder above it"; return 0; }
   return 1
 }
 

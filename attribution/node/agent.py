@@ -262,6 +262,8 @@ def collect(settings, environ, t0: float, deadline: float, *, kernel_source=None
     kind = kernel_source or settings.get("ATTRIBUTION_KERNEL_SOURCE") or "auto"
     kfile = kernel_file or settings.get("ATTRIBUTION_KERNEL_FILE")
     timeout = max(1.0, (deadline - time.monotonic()) / 3)
+    # the error-looking lines are the first thing left out when time runs short: the report must reach the spool
+    select_by = t0 + max(0.5, (deadline - t0) * 0.6)
     fm = fabricmanager_log if fabricmanager_log is not None else settings.get("ATTRIBUTION_FM_LOG")
     readers = [("kernel", kfile if kind in ("file", "auto") and kfile else kind,
                 lambda: nodelogs.read_kernel(kind, kfile, offsets.get("kernel", 0), start - MARGIN_SECONDS,
@@ -277,7 +279,8 @@ def collect(settings, environ, t0: float, deadline: float, *, kernel_source=None
             if data:
                 keep = strings if strings is not None else [b""]
                 log["blocks"], log["lines"], log["cut"] = nodelogs.select_lines(data, keep, max_bytes=max_kept,
-                                                                                errorlike=errorlike)
+                                                                                errorlike=errorlike,
+                                                                                deadline=select_by)
                 log["bytes"] = len(data)
         except Exception as exc:  # a fault of ours on this log: the report still goes out, saying what was lost
             log = {"source": source, "origin": origin, "status": "error", "lines": 0, "bytes": 0, "blocks": [],

@@ -48,9 +48,11 @@ def _line_starts(data: bytes, strings: list[bytes]) -> list[int]:
 
 
 def read_error_lines(path: str):
-    """The error-looking patterns (hooks/error-lines.patterns, generated from the pack's replay/error-lines.txt)
-    as (one case-insensitive regex over bytes, the informational lines' regex or None), or None (no file, or
-    none of its patterns compiles here). A `!pattern` line gives lines never error-looking (an NCCL INFO line)."""
+    """The error-looking lines' patterns (hooks/error-lines.patterns, generated from the pack's
+    replay/error-lines.txt) as (one case-insensitive regex over bytes, the informational lines' regex or None,
+    the lower-case strings one of which every match holds or None), or None (no file, or none of its patterns
+    compiles here). A `!pattern` line gives lines never error-looking (an NCCL INFO line), a `=string` line one
+    of those strings (with them the patterns are tried only on the lines holding one: ~50x faster)."""
     import re
 
     try:
@@ -59,7 +61,10 @@ def read_error_lines(path: str):
     except OSError:
         return None
     good: dict[bool, list[bytes]] = {True: [], False: []}
+    strings = [p[1:].lower() for p in raw if p.startswith(b"=") and len(p) > 1]
     for p in raw:
+        if p.startswith(b"="):
+            continue
         negated = p.startswith(b"!")
         body = p[1:] if negated else p
         try:
@@ -71,15 +76,49 @@ def read_error_lines(path: str):
     def one(patterns):
         return re.compile(b"|".join(patterns), re.IGNORECASE | re.MULTILINE) if patterns else None
 
-    return (one(good[True]), one(good[False])) if good[True] else None
+    return (one(good[True]), one(good[False]), strings or None) if good[True] else None
 
 
-def _error_lines(data: bytes, errorlike, limit: int) -> tuple[list[int], bool]:
-    """The starts of the error-looking lines of `data` (at most `limit`) and whether there were more."""
-    found, informational = errorlike
+def _candidates(data: bytes, strings: list[bytes]) -> list[tuple[int, int]]:
+    """(start, end) of every line of `data` holding one of `strings` (lower case) case-insensitively, in order."""
+    low = data.lower()
+    starts: set[int] = set()
+    n = len(data)
+    for s in strings:
+        pos = low.find(s)
+        while pos >= 0:
+            start = low.rfind(b"\n", 0, pos) + 1
+            starts.add(start)
+            end = low.find(b"\n", pos)
+            if end < 0:
+                break
+            pos = low.find(s, end + 1)
+    out = []
+    for start in sorted(starts):
+        end = data.find(b"\n", start)
+        out.append((start, n if end < 0 else end))
+    return out
+
+
+def _error_lines(data: bytes, errorlike, limit: int, deadline: float | None = None) -> tuple[list[int], bool]:
+    """The starts of the error-looking lines of `data` (at most `limit`, found before `deadline`: monotonic) and
+    whether there were more (or the time ran out)."""
+    found, informational, strings = errorlike
     out: list[int] = []
+    if strings:
+        for i, (start, end) in enumerate(_candidates(data, strings)):
+            if deadline is not None and not i % 256 and time.monotonic() > deadline:
+                return out, True
+            line = data[start:end]
+            if found.search(line) and (informational is None or not informational.search(line)):
+                if len(out) == limit:
+                    return out, True
+                out.append(start)
+        return out, False
     pos, n = 0, len(data)
     while pos < n:
+        if deadline is not None and time.monotonic() > deadline:
+            return out, True
         m = found.search(data, pos)
         if m is None:
             break
@@ -105,10 +144,12 @@ def _numbers(data: bytes, starts: list[int]) -> list[int]:
 
 
 def select_lines(data: bytes, strings: list[bytes], first_line: int = 1, max_bytes: int = 8 << 20,
-                 context: int = CONTEXT, errorlike=None, max_errorlike: int = 2000) -> tuple[list, int, bool]:
+                 context: int = CONTEXT, errorlike=None, max_errorlike: int = 2000,
+                 deadline: float | None = None) -> tuple[list, int, bool]:
     """(blocks, lines in `data`, whether the kept lines hit a bound): the lines holding a filter string, each
     with `context` lines before and after, and the error-looking lines (`errorlike`: read_error_lines; at most
-    `max_errorlike` of them, alone), as [[number of the block's first line, [line, ...]], ...], numbers counting
+    `max_errorlike` of them, alone, those found before `deadline`: time.monotonic()), as [[number of the block's
+    first line, [line, ...]], ...], numbers counting
     from `first_line`, at most `max_bytes` of text. Lines are text (UTF-8, undecodable bytes replaced). The error-
     looking lines are kept for replay: a later rule pack may know what this one does not (docs/replay.md)."""
     total = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
@@ -118,7 +159,7 @@ def select_lines(data: bytes, strings: list[bytes], first_line: int = 1, max_byt
         wanted.append((n - context, n + context))
     cut = False
     if errorlike is not None and data:
-        alone, cut = _error_lines(data, errorlike, max_errorlike)
+        alone, cut = _error_lines(data, errorlike, max_errorlike, deadline)
         wanted += [(n, n) for n in _numbers(data, alone)]
     if not wanted:
         return [], total, cut

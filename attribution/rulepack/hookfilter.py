@@ -96,14 +96,17 @@ ERROR_LINES_BESIDE_PACK = Path("hooks") / "error-lines.patterns"
 
 
 def error_lines_text(ruleset: RuleSet) -> str:
-    """hooks/error-lines.patterns: the pack's error-looking patterns (replay/error-lines.txt), one a line, and its
-    informational ones as `!pattern` lines, without comments: what the node collector reads with Python's `re`
-    (a pattern only RE2 takes is left out here; the centre's keeper still applies it to what arrives)."""
+    """hooks/error-lines.patterns: the pack's error-looking patterns (replay/error-lines.txt), one a line, its
+    informational ones as `!pattern` lines, and `=string` lines: lower-case strings of which every match of the
+    patterns holds one (rulepack/literals.py; none when a pattern has no such strings), so that the node tries the
+    patterns only on the lines holding one. No comments: what the node collector reads with Python's `re` (a
+    pattern only RE2 takes is left out here; the centre's keeper still applies it to what arrives)."""
     import re
 
     from attribution.rulepack.errorlines import error_line_patterns, informational_line_patterns
+    from attribution.rulepack.literals import required_strings
 
-    out = []
+    out, found = [], []
     for prefix, patterns in (("", error_line_patterns(ruleset.root)), ("!", informational_line_patterns(ruleset.root))):
         for p in patterns:
             body = p[len("(?i:"):-1]  # the file's pattern, as written
@@ -112,6 +115,10 @@ def error_lines_text(ruleset: RuleSet) -> str:
             except re.error:
                 continue
             out.append(prefix + body)
+            if not prefix:
+                found.append(body)
+    strings = required_strings(found) if found else None
+    out += [f"={s}" for s in sorted(strings or ())]
     return "".join(f"{s}\n" for s in out)
 
 

@@ -95,6 +95,39 @@ def test_error_looking_lines_are_bounded_and_say_so():
 def test_a_pattern_pythons_re_cannot_compile_is_left_out_and_no_file_means_none(tmp_path):
     f = tmp_path / "error-lines.patterns"
     f.write_text("(?P<x\n\\bboom\\b\n!boom ok\n")
-    found, informational = read_error_lines(str(f))
-    assert found.search(b"a BOOM here") and informational.search(b"boom ok")
+    found, informational, strings = read_error_lines(str(f))
+    assert found.search(b"a BOOM here") and informational.search(b"boom ok") and strings is None
     assert read_error_lines(str(tmp_path / "none")) is None
+
+
+def _corpus_logs():
+    for folder in ("incidents", "cases", "realworld"):
+        for p in sorted((ROOT / "tests" / folder).glob("*/**/*")):
+            if p.is_file() and p.suffix in (".log", ".out", ".err", ".txt") and p.stat().st_size < (8 << 20):
+                yield p
+
+
+def test_the_strings_find_every_line_the_patterns_find_in_every_log_of_the_corpora():
+    """The `=` strings of hooks/error-lines.patterns only narrow where the patterns are tried: on every log of
+    tests/incidents, cases and realworld the error-looking lines are the same with them and without."""
+    from attribution.node.logs import _error_lines
+
+    found, informational, strings = read_error_lines(str(ERROR_LINES))
+    assert strings, "the generated file gives strings"
+    logs = list(_corpus_logs())
+    assert len(logs) > 100
+    total = 0
+    for p in logs:
+        data = p.read_bytes()
+        fast = _error_lines(data, (found, informational, strings), 10 ** 6)
+        slow = _error_lines(data, (found, informational, None), 10 ** 6)
+        assert fast == slow, p
+        total += len(fast[0])
+    assert total > 1000  # the corpora hold error-looking lines: the comparison compared something
+
+
+def test_past_its_deadline_the_selection_stops_and_says_it_was_cut():
+    errorlike = read_error_lines(str(ERROR_LINES))
+    log = "".join(f"worker {i} failed\n" for i in range(5000)).encode()
+    blocks, total, cut = select_lines(log, [b"NVRM: Xid"], errorlike=errorlike, deadline=0.0)
+    assert (blocks, total, cut) == ([], 5000, True)
