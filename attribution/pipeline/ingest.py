@@ -116,14 +116,14 @@ def store_piece(conn, ctx: ExecutionContext, inside: list[Event], outside: list[
 
 
 def merge_evidence_piece(conn, job, source: str, piece: dict, telemetry=None) -> None:
-    """Put one reporter's kept lines and its counter snapshots into the job's kept evidence (under the job's
-    lock, in the transaction that stores its events). The reporter is `source/reporter` (`node/g01`)."""
-    from attribution.replay.keep import keep_telemetry, merge_piece
-    from attribution.store.evidence import load_evidence, save_evidence
+    """Store one reporter's kept lines and its counter snapshots as its piece of the job's kept evidence (under
+    the job's lock, in the transaction that stores its events; store.evidence.save_piece: the job's other
+    pieces are not read). The reporter is `source/reporter` (`node/g01`)."""
+    from attribution.replay.keep import keep_telemetry
+    from attribution.store.evidence import save_piece
 
     key = f"{source}/{piece.get('reporter') or ''}"
-    doc = merge_piece(load_evidence(conn, job.job_id, job.id), key, dict(piece) | keep_telemetry(telemetry or {}))
-    save_evidence(conn, job.job_id, job.id, doc)
+    save_piece(conn, job.job_id, job.id, key, dict(piece) | keep_telemetry(telemetry or {}))
 
 
 def attribute_pending(ruleset: RuleSet, engine, ctx: ExecutionContext, job, deadline: float | None = None,

@@ -3,12 +3,13 @@
 (telemetry, docs/bundle.md) of every node, parsed (what the counter rules read, in the report payload's form:
 collect.telemetry.snapshot_to_json). See docs/replay.md.
 
-One `LineKeeper` selects the lines wherever they are read: from a bundle's files (`keep_bundle`), on a node as
-the node agent's readers stream its logs (node/epilog.py: the report then carries its piece, bounded per node),
-and centrally as the live connectors read a job's Loki streams, pod logs, files and job output (`stream_tap`:
-kept under `streams` with the time and labels that replay them, replay/streams.py; a backfilled job's piece).
-`merge_piece` puts one reporter's piece into the job's document (its earlier piece replaced, the bound kept per
-job); the store only loads and saves the document.
+One `LineKeeper` selects the lines wherever they are read: from a bundle's files (`keep_bundle`), from the
+blocks a node's observation document carries (pipeline/intake.py: the node sent its filter's hits and its
+error-looking lines), from the controller's reading of the job's output, and centrally as the live connectors
+read a job's Loki streams, pod logs, files and job output (`stream_tap`: kept under `streams` with the time and
+labels that replay them, replay/streams.py; a backfilled job's piece). A reporter's piece is stored apart,
+bounded by what the job's other pieces left (`bound_piece`); `merge_piece` joins the pieces into the job's
+document when it is read (a reporter's later piece replacing its earlier one).
 
 Every kept line is redacted first (extract.redact, rules/redactions.yaml: its passwords, tokens and keys become
 `[redacted:KIND]`), wherever it was read. The document is plain JSON (compressed by the store). Replaying it
@@ -20,6 +21,7 @@ than in a bundle (a node's journald, a job's output on the controller) is writte
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
@@ -288,6 +290,32 @@ def merge_piece(doc: Mapping | None, key: str, piece: Mapping, limits: Limits = 
     if any(p.get("metrics_truncated") for p in pieces.values()):
         kept_tel["metrics_truncated"] = True
     return out | kept_tel
+
+
+def bound_piece(piece: Mapping, used_lines: int, used_bytes: int, used_telemetry: int,
+                limits: Limits = Limits()) -> tuple[dict, int, int, int]:
+    """One reporter's piece within what the job's other pieces left of its bounds (`used_*`: theirs), prefilter
+    hits first: (the piece, its lines, their bytes (line_cost), its snapshots' JSON bytes). Stored apart, the
+    pieces are joined when read (merge_piece), so a report costs its own piece, not the job's whole evidence."""
+    left = Limits(lines=max(0, limits.lines - used_lines), bytes=max(0, limits.bytes - used_bytes),
+                  line_chars=limits.line_chars, telemetry_bytes=max(0, limits.telemetry_bytes - used_telemetry),
+                  metric_bytes=limits.metric_bytes)
+    out = dict(piece)
+    files, cut = _bound_files(list(piece.get("files", ())) + list(piece.get("streams", ())), left)
+    out["files"] = [f for f in files if "reader" not in f]
+    streams = [f for f in files if "reader" in f]
+    if streams or "streams" in out:
+        out["streams"] = streams
+    out["truncated"] = bool(piece.get("truncated")) or cut
+    if piece.get("telemetry"):
+        kept = bound_telemetry(piece["telemetry"], left)
+        out["telemetry"] = kept["telemetry"]
+        if kept.get("telemetry_truncated"):
+            out["telemetry_truncated"] = True
+    lines = sum(len(f["lines"]) for f in files)
+    size = sum(line_cost(ln[1]) for f in files for ln in f["lines"])
+    tel = len(json.dumps(out.get("telemetry") or {}, separators=(",", ":"))) if out.get("telemetry") else 0
+    return out, lines, size, tel
 
 
 def _meta(piece: Mapping) -> dict:

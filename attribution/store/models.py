@@ -64,6 +64,7 @@ DISTRIBUTION: dict[str, tuple[str, str | None] | None] = {
     "drain_actions": ("node", "events"),
     "device_counters": ("job_id", "jobs"),
     "job_evidence": ("job_id", "jobs"),
+    "job_evidence_pieces": ("job_id", "jobs"),
     "rule_packs": None,
     "drain_policies": None,
     "drain_conditions": None,
@@ -518,7 +519,30 @@ class JobEvidence(Base):
     document: Mapped[bytes] = mapped_column(LargeBinary)
 
 
-__all__ += ["JobEvidence"]
+class JobEvidencePiece(Base):
+    """One reporter's piece of a job's kept evidence (a node's, the controller's): stored apart so that a report
+    writes its own piece only, joined with the job's other pieces when read (store/evidence.py)."""
+
+    __tablename__ = "job_evidence_pieces"
+    __table_args__ = (
+        PrimaryKeyConstraint("job_id", "job_ref", "piece"),
+        ForeignKeyConstraint(["job_id", "job_ref"], ["attribution.jobs.job_id", "attribution.jobs.id"],
+                             ondelete="CASCADE"),
+    )
+
+    job_id: Mapped[str] = mapped_column(Text)
+    job_ref: Mapped[int] = mapped_column(BigInteger)
+    piece: Mapped[str] = mapped_column(Text)
+    stored_at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+    lines: Mapped[int] = mapped_column(Integer)
+    line_bytes: Mapped[int] = mapped_column(Integer)
+    telemetry_bytes: Mapped[int] = mapped_column(Integer)
+    raw_bytes: Mapped[int] = mapped_column(Integer)
+    truncated: Mapped[bool] = mapped_column(Boolean)
+    document: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+__all__ += ["JobEvidence", "JobEvidencePiece"]
 
 
 class KueueWatchBookmark(Base):

@@ -85,6 +85,7 @@ def redact_stored(engine: Engine, redact_text: Redactor, redact_kept: Redactor, 
     out = Redaction(dry_run)
     _each_batch(engine, batch, _EVENTS, lambda c, rows: _events(c, rows, redact_text, out, dry_run))
     _each_batch(engine, batch, _EVIDENCE, lambda c, rows: _evidence(c, rows, redact_kept, out, dry_run))
+    _each_batch(engine, batch, _PIECES, lambda c, rows: _pieces(c, rows, redact_kept, out, dry_run))
     _each_batch(engine, batch, _VERDICTS, lambda c, rows: _verdicts(c, rows, redact_document, out, dry_run))
     return out
 
@@ -95,10 +96,12 @@ _EVENTS = ("SELECT node_key, id, occurred_at, fingerprint, cluster, node, source
            "ORDER BY node_key, id LIMIT :n", 2)
 _EVIDENCE = ("SELECT job_id, job_ref, document FROM attribution.job_evidence WHERE (job_id, job_ref) > (:k0, :k1) "
              "ORDER BY job_id, job_ref LIMIT :n", 2)
+_PIECES = ("SELECT job_id, job_ref, piece, document FROM attribution.job_evidence_pieces "
+           "WHERE (job_id, job_ref, piece) > (:k0, :k1, :k2) ORDER BY job_id, job_ref, piece LIMIT :n", 3)
 _VERDICTS = ("SELECT job_id, id, input_digest, document FROM attribution.verdicts WHERE (job_id, id) > (:k0, :k1) "
              "ORDER BY job_id, id LIMIT :n", 2)
-#: Before every key (text, then a number).
-_FIRST = ("", -(2**63))
+#: Before every key (text, then a number, then text).
+_FIRST = ("", -(2**63), "")
 
 
 def _each_batch(engine: Engine, size: int, query: tuple[str, int], work: Callable) -> None:
@@ -106,7 +109,7 @@ def _each_batch(engine: Engine, size: int, query: tuple[str, int], work: Callabl
     last = _FIRST
     while True:
         def one(conn, after=last):
-            rows = conn.execute(text(sql), {"k0": after[0], "k1": after[1], "n": size}).all()
+            rows = conn.execute(text(sql), {f"k{i}": after[i] for i in range(nkey)} | {"n": size}).all()
             if rows:
                 work(conn, rows)
             return rows[-1][:nkey] if len(rows) == size else None
@@ -218,6 +221,23 @@ def _evidence(conn, rows, redact_kept: Redactor, out: Redaction, dry_run: bool) 
     if params and not dry_run:
         conn.execute(text("UPDATE attribution.job_evidence SET document = :d, raw_bytes = :n "
                           "WHERE job_id = :j AND job_ref = :r"), params)
+
+
+def _pieces(conn, rows, redact_kept: Redactor, out: Redaction, dry_run: bool) -> None:
+    """The reporters' pieces of kept lines (job_evidence_pieces): counted with job_evidence's."""
+    out.evidence.rows += len(rows)
+    params = []
+    for job_id, job_ref, piece, blob in rows:
+        doc, counts = redact_kept(decode(blob))
+        if not counts:
+            continue
+        out.evidence.add(counts)
+        data, raw = encode(doc)
+        params.append({"j": job_id, "r": job_ref, "p": piece, "d": data, "n": raw})
+    out.evidence.changed += len(params)
+    if params and not dry_run:
+        conn.execute(text("UPDATE attribution.job_evidence_pieces SET document = :d, raw_bytes = :n "
+                          "WHERE job_id = :j AND job_ref = :r AND piece = :p"), params)
 
 
 def _verdicts(conn, rows, redact_document: Redactor, out: Redaction, dry_run: bool) -> None:

@@ -38,7 +38,8 @@ SUBMITTER = "attribution_submitter"
 #: What ingest writes (attribution/store/writer.py); 0004 added the two rollups after 0002, 0010 the evidence kept
 #: for replay, 0007 event_jobs, 0012 failed_root_series; 0019 dropped verdict_symptoms (the roles are on the verdict).
 INGEST_TABLES = {"jobs", "events", "job_events", "verdicts", "coverage", "fault_weeks",
-                 "rule_packs", "fault_series", "failed_roots", "device_counters", "job_evidence", "event_jobs",
+                 "rule_packs", "fault_series", "failed_roots", "device_counters", "job_evidence", "job_evidence_pieces",
+                 "event_jobs",
                  "failed_root_series", "kueue_watch_bookmarks", "kueue_watch_attempts"}
 UTC = timezone.utc
 

@@ -52,6 +52,7 @@ def stored_text(engine) -> str:
             "WHERE n.nspname = 'attribution' AND c.relkind IN ('r', 'p', 'v') ORDER BY 1")).scalars().all()
         for t in tables:
             parts += c.execute(text(f'SELECT CAST(t AS text) FROM attribution."{t}" t')).scalars().all()
-        for blob in c.execute(text("SELECT document FROM attribution.job_evidence")).scalars():
-            parts.append(repr(decode(blob)))
+        for table in ("job_evidence", "job_evidence_pieces"):  # compressed: read them decoded too
+            for blob in c.execute(text(f"SELECT document FROM attribution.{table}")).scalars():
+                parts.append(repr(decode(blob)))
     return "\n".join(parts)

@@ -129,7 +129,9 @@ def test_backfilled_job_from_loki_keeps_its_lines_and_a_pack_with_a_rule_for_its
          json.dumps([[2, JOB_LINE, "e", _ns(9, 59, 40)]]))}
 
     with store.begin() as c:  # what `db status` sums: the streams' lines count
-        assert c.execute(text("SELECT lines, truncated FROM attribution.job_evidence")).one() == (3, False)
+        # the backfill is one reporter of the job: its piece, stored apart (store/evidence.py)
+        assert c.execute(text("SELECT piece, lines, truncated FROM attribution.job_evidence_pieces")).one() == \
+            ("sacct/connectors", 3, False)
     # `rules suggest` mines them too: each line no rule matches, at its Loki place
     from attribution.pipeline.history import unmatched_lines
 

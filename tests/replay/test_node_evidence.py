@@ -144,7 +144,9 @@ def test_the_hooks_reports_keep_the_union_of_their_lines_and_replay_them(ruleset
     report_node(ruleset, tmp_path, "g01", UNKNOWN_LINE, store)
     assert _lines(_kept(store)) == union
     with store.begin() as c:
-        assert c.execute(text("SELECT lines FROM attribution.job_evidence")).scalar_one() == 3
+        # one piece per reporter, stored apart: a report writes its own, never the job's whole evidence
+        assert c.execute(text("SELECT piece, lines FROM attribution.job_evidence_pieces ORDER BY piece")).all() == \
+            [("controller/controller", 1), ("node/g01", 1), ("node/g02", 1)]
         # the controller's job name stays when a node (which knows none) reports after it
         assert c.execute(text("SELECT job_name FROM attribution.jobs")).scalar_one() == "llama 70b"
     _diff_and_reattribute(store, tmp_path, k1)
