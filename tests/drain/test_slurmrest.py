@@ -18,7 +18,7 @@ from attribution.drain.slurmctl import Scontrol, SlurmError
 from attribution.drain.slurmrest import Slurmrestd, controller, epoch_of, errors_of, from_settings, node_state
 from attribution.errors import ConfigError
 
-DATA = Path(__file__).resolve().parent / "data" / "slurm24"
+DATA = Path(__file__).resolve().parents[1] / "data" / "slurm24"
 BIN = Path(sys.executable).parent / "attribution"
 XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 
@@ -96,9 +96,9 @@ def test_node_names_are_checked_before_any_request():
 
 @pytest.fixture(scope="module")
 def restd(tmp_path_factory, slurm24_root):
-    from .harness.debroot import python_binds
-    from .harness.slurm_versions import ROOT_VERSION, SlurmVersion
-    from .conftest import ROOT
+    from tests.harness.debroot import python_binds
+    from tests.harness.slurm_versions import ROOT_VERSION, SlurmVersion
+    from tests.conftest import ROOT
 
     root, manifest = slurm24_root
     v = SlurmVersion(ROOT_VERSION, root=root, binds=[ROOT, *python_binds()], manifest=manifest)
