@@ -1,8 +1,9 @@
 """A local HTTP server (http.server in a thread, on loopback) that keeps every JSON body posted to it, by path.
 
-Paths in `failing` answer 500 with the whole request echoed back in the body (its request line, every header and
-its body: a careless server or proxy that repeats what it got, so a client's error message that quotes the
-answer would quote the credentials). `stop()` closes the port (connection refused), `start()` opens the same
+Paths in `failing` answer 500 with the whole request echoed back in one line of JSON, `{"errorType": "echo",
+"error": ...}` (the credential headers first, then the request line, the other headers and the body): a careless
+server or proxy that repeats what it got, so that a client whose error message quotes the first few hundred
+characters of the answer would quote the credentials. `stop()` closes the port (connection refused), `start()` opens the same
 port again (the sink is back). `hits` counts every request per path, failed ones too.
 """
 
@@ -32,9 +33,13 @@ class Receiver:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 receiver.hits[self.path] = receiver.hits.get(self.path, 0) + 1
                 if self.path in receiver.failing:
-                    echo = (f"{self.command} {self.path}\n{self.headers}\n").encode() + raw
+                    first = ("authorization", "x-slurm-user-token")
+                    heads = sorted(self.headers.items(), key=lambda kv: kv[0].lower() not in first)
+                    said = "; ".join(f"{k}: {v}" for k, v in heads)
+                    echo = json.dumps({"errorType": "echo", "error": f"{said}; {self.command} {self.path}; "
+                                                                     f"{raw.decode(errors='replace')}"}).encode()
                     self.send_response(500)
-                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(echo)))
                     self.end_headers()
                     self.wfile.write(echo)
