@@ -25,7 +25,7 @@ from tests.conftest import INCIDENTS, ROOT
 from tests.harness import kubectl as fake_kubectl
 from tests.harness.incident_sources import bundle_streams, dcgm_history
 from tests.harness.loki import Blackhole, FakeLoki
-from tests.harness.receiver import Receiver
+from tests.harness.receiver import failing, secret_file
 from tests.harness.prometheus import PrometheusHarnessError, PrometheusServer, openmetrics
 
 UTC = timezone.utc
@@ -179,23 +179,13 @@ def test_a_token_from_a_file_is_in_no_coverage_reason_nor_output(tmp_path, serve
     answering in time: the verdict's coverage says which, and the bearer token read from token_file is nowhere in
     what `diagnose` prints (the coverage reasons are what the store would keep)."""
     token = "glsa_Zm9vYmFyYmF6cXV4X3NlY3JldF90b2tlbl8xMjM0"
-    (tmp_path / "token").write_text(token + "\n")
-    (tmp_path / "token").chmod(0o600)
-    receiver = Receiver()
-    hole = Blackhole().__enter__()
-    try:
-        if failure == "refused":
-            receiver.stop()
-        receiver.failing |= {"/loki/api/v1/query_range", "/api/v1/query_range"}
-        url = hole.url if failure == "timeout" else receiver.url
+    token_file = secret_file(tmp_path, "token", token)
+    with failing(failure, ["/loki/api/v1/query_range", "/api/v1/query_range"]) as (url, _):
         config = tmp_path / "config.yaml"
-        config.write_text(json.dumps({"connectors": {server: {"url": url, "token_file": str(tmp_path / "token")}}}))
+        config.write_text(json.dumps({"connectors": {server: {"url": url, "token_file": token_file}}}))
         r = CliRunner().invoke(main, ["--config", str(config), "diagnose", "--context", str(_context_file(tmp_path)),
                                       "--json", "--connector-timeout", "1", "--files",
                                       f"kernel={XID79}/nodes/$node/kernel.log"], catch_exceptions=False)
-    finally:
-        receiver.close()
-        hole.__exit__(None, None, None)
     assert r.exit_code == 0, r.output
     source = "kernel" if server == "loki" else "metrics"
     [reason, *_] = [c["reason"] for c in json.loads(r.stdout)["coverage"]

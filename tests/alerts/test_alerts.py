@@ -16,16 +16,7 @@ from attribution.pipeline.ingest import ingest_bundle
 from attribution.store.drain import record_resume
 
 from tests.conftest import INCIDENTS
-from tests.harness.receiver import Receiver
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    try:
-        yield r
-    finally:
-        r.close()
+from tests.harness.receiver import Receiver, secret_file
 
 
 @pytest.fixture
@@ -126,16 +117,13 @@ def _secret_config(store, tmp_path, hook: Receiver, slack: Receiver, am: Receive
     """A configuration whose Slack URL and webhook token are secrets in owner-only files."""
     slack_url = f"{slack.url}/services/T0AB12CD3/B0EF45GH6/s3cr3tW3bh00kPathXyZ"
     token = "tok-9f8e7d6c5b4a39281706f5e4d3c2b1a0"
-    (tmp_path / "slack-url").write_text(slack_url + "\n")
-    (tmp_path / "hook-token").write_text(token + "\n")
-    for f in ("slack-url", "hook-token"):
-        (tmp_path / f).chmod(0o600)
+    url_file, token_file = secret_file(tmp_path, "slack-url", slack_url), secret_file(tmp_path, "hook-token", token)
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({
         "database": {"url": store.url.render_as_string(hide_password=False)},
         "alerts": {"cooldown_seconds": 3600, **alerts,
-                   "sinks": [{"type": "webhook", "url": hook.url + "/hook", "token_file": str(tmp_path / "hook-token")},
-                             {"type": "slack", "url_file": str(tmp_path / "slack-url")},
+                   "sinks": [{"type": "webhook", "url": hook.url + "/hook", "token_file": token_file},
+                             {"type": "slack", "url_file": url_file},
                              {"type": "alertmanager", "url": am.url}]}}))
     return ["--config", str(config)], slack_url, token
 

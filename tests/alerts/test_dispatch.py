@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-import pytest
 from sqlalchemy import text
 
 from attribution.alerts.dispatch import retry_delay, send_new
@@ -17,15 +16,6 @@ from tests.conftest import INCIDENTS
 from tests.harness.receiver import Receiver
 
 T0 = datetime(2027, 1, 20, 12, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    try:
-        yield r
-    finally:
-        r.close()
 
 
 def _settings(receiver: Receiver, **kw) -> AlertSettings:

@@ -19,8 +19,7 @@ from attribution.alerts.sinks import SinkError, deliver, request_for, slack_text
 from attribution.cli import main
 from attribution.config.alerts import SinkSettings
 
-from tests.harness.loki import Blackhole
-from tests.harness.receiver import Receiver
+from tests.harness.receiver import Receiver, failing, secret_file
 
 AT = datetime(2027, 1, 20, 12, 0, tzinfo=timezone.utc)
 HOSTILE = {"id": 7, "cluster": "c&<!channel>", "job_id": "42", "outcome": "nvlink", "action": "drain_node",
@@ -65,36 +64,6 @@ def test_the_webhook_body_is_the_alert_and_its_token_a_bearer_header():
     assert Alert.from_dict(json.loads(json.dumps(body))) == alert
 
 
-class Failing:
-    """A sink URL that fails in one way: refused (nothing listens), 500 (the request echoed back), timeout."""
-
-    def __init__(self, how: str) -> None:
-        self.how = how
-        self.receiver = Receiver()
-        self.hole = Blackhole().__enter__() if how == "timeout" else None
-        if how == "refused":
-            self.receiver.stop()
-        self.receiver.failing.add(PATH)
-        self.receiver.failing.add("/hook")
-
-    @property
-    def base(self) -> str:
-        return self.hole.url if self.hole else self.receiver.url
-
-    def close(self) -> None:
-        self.receiver.close()
-        if self.hole:
-            self.hole.__exit__(None, None, None)
-
-
-def _sink_files(tmp_path, base: str) -> tuple[str, str]:
-    (tmp_path / "slack-url").write_text(base + PATH + "\n")
-    (tmp_path / "token").write_text(TOKEN + "\n")
-    for f in ("slack-url", "token"):
-        (tmp_path / f).chmod(0o600)
-    return str(tmp_path / "slack-url"), str(tmp_path / "token")
-
-
 def _secret_free(text: str) -> None:
     for secret in ("s3cr3tW3bh00k", "T0AB12CD3", "B0EF45GH6", TOKEN, TOKEN[4:20]):
         assert secret not in text, text
@@ -103,12 +72,12 @@ def _secret_free(text: str) -> None:
 @pytest.mark.parametrize("how", ["refused", "500", "timeout"])
 def test_a_failing_sink_never_says_its_url_or_token(how, tmp_path, caplog):
     caplog.set_level(logging.DEBUG)  # every library's log line, httpx's "HTTP Request: POST <url>" among them
-    failing = Failing(how)
-    try:
-        url_file, token_file = _sink_files(tmp_path, failing.base)
+    expect = {"refused": "ConnectError", "500": "HTTP 500", "timeout": "ReadTimeout"}[how]
+    with failing(how, [PATH, "/hook"]) as (base, receiver):
+        url_file = secret_file(tmp_path, "slack-url", base + PATH)
+        token_file = secret_file(tmp_path, "token", TOKEN)
         sinks = [SinkSettings(type="slack", url_file=url_file, timeout_seconds=0.5),
-                 SinkSettings(type="webhook", url=failing.base + "/hook", token_file=token_file, timeout_seconds=0.5)]
-        expect = {"refused": "ConnectError", "500": "HTTP 500", "timeout": "ReadTimeout"}[how]
+                 SinkSettings(type="webhook", url=base + "/hook", token_file=token_file, timeout_seconds=0.5)]
         for sink in sinks:
             with pytest.raises(SinkError) as exc:
                 deliver(sink, verdict_alert(HOSTILE, None), AT)
@@ -116,19 +85,17 @@ def test_a_failing_sink_never_says_its_url_or_token(how, tmp_path, caplog):
             assert expect in said, said
             _secret_free(said)
         if how == "500":  # the server did echo them: the masked error still says what it answered
-            assert failing.receiver.hits == {PATH: 1, "/hook": 1} and "[secret]" in str(exc.value)
+            assert receiver.hits == {PATH: 1, "/hook": 1} and "[secret]" in str(exc.value)
         config = tmp_path / "config.yaml"
         config.write_text(yaml.safe_dump({"alerts": {"sinks": [
             {"type": "slack", "url_file": url_file, "timeout_seconds": 0.5},
-            {"type": "webhook", "url": failing.base + "/hook", "token_file": token_file, "timeout_seconds": 0.5}]}}))
+            {"type": "webhook", "url": base + "/hook", "token_file": token_file, "timeout_seconds": 0.5}]}}))
         r = CliRunner().invoke(main, ["--config", str(config), "alerts", "test"])
-        assert r.exit_code == 3 and r.stderr.count(expect) == 2, r.output
-        _secret_free(r.stdout + r.stderr + repr(r.exception))
-        _secret_free("\n".join(rec.getMessage() for rec in caplog.records))
-        if how == "500":
-            assert any(rec.name == "httpx" for rec in caplog.records)  # it did log the requests, with origins
-    finally:
-        failing.close()
+    assert r.exit_code == 3 and r.stderr.count(expect) == 2, r.output
+    _secret_free(r.stdout + r.stderr + repr(r.exception))
+    _secret_free("\n".join(rec.getMessage() for rec in caplog.records))
+    if how == "500":
+        assert any(rec.name == "httpx" for rec in caplog.records)  # it did log the requests, with origins
 
 
 def test_a_credentials_file_that_cannot_be_read_is_a_sink_error_naming_the_file(tmp_path):

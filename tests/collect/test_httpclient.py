@@ -16,7 +16,7 @@ from attribution.config import HttpAuthSettings
 from attribution.errors import ConfigError
 
 from tests.harness.loki import Blackhole, FakeLoki
-from tests.harness.receiver import Receiver
+from tests.harness.receiver import failing, secret_file
 
 
 class Trickle:
@@ -97,28 +97,17 @@ def test_a_token_or_password_from_a_file_is_in_no_error_nor_the_endpoints_repr(h
     answers: the reason (stored in a coverage record) and the exception say what happened, never the credential
     nor its base64 in the Basic header."""
     secret = "pw-7c1e0b9a8f6d5e4c3b2a1908f7e6d5c4"
-    (tmp_path / "cred").write_text(secret + "\n")
-    (tmp_path / "cred").chmod(0o600)
-    creds = {"token_file": str(tmp_path / "cred")} if auth == "token" else \
-        {"username": "loki-reader", "password_file": str(tmp_path / "cred")}
-    receiver = Receiver()
-    hole = Blackhole().__enter__()
-    try:
-        if how == "refused":
-            receiver.stop()
-        receiver.failing.add("/q")
-        url = hole.url if how == "timeout" else receiver.url
+    cred = secret_file(tmp_path, "cred", secret)
+    creds = {"token_file": cred} if auth == "token" else {"username": "loki-reader", "password_file": cred}
+    with failing(how, ["/q"]) as (url, receiver):
         e = endpoint_from(HttpAuthSettings(url=url, timeout=0.5, **creds), "loki")
         with pytest.raises(HttpError) as exc:
             post_form(e, "/q", {"query": "{a=\"b\"}"}, time.monotonic() + 5)
-        said = exc.value.reason + str(exc.value) + repr(exc.value) + "".join(traceback.format_exception(exc.value))
-        said += repr(e)
-        expect = {"refused": "connection refused", "500": "HTTP 500: echo: ", "timeout": "answer within 0.5 s"}
-        assert expect[how] in exc.value.reason, exc.value.reason
-        b64 = base64.b64encode(f"loki-reader:{secret}".encode()).decode()
-        assert secret not in said and secret[3:19] not in said and b64 not in said, said
-        if how == "500":
-            assert receiver.hits == {"/q": 1} and "[secret]" in exc.value.reason  # it was echoed, and masked
-    finally:
-        receiver.close()
-        hole.__exit__(None, None, None)
+    said = exc.value.reason + str(exc.value) + repr(exc.value) + "".join(traceback.format_exception(exc.value))
+    said += repr(e)
+    expect = {"refused": "connection refused", "500": "HTTP 500: echo: ", "timeout": "answer within 0.5 s"}
+    assert expect[how] in exc.value.reason, exc.value.reason
+    b64 = base64.b64encode(f"loki-reader:{secret}".encode()).decode()
+    assert secret not in said and secret[3:19] not in said and b64 not in said, said
+    if how == "500":
+        assert receiver.hits == {"/q": 1} and "[secret]" in exc.value.reason  # it was echoed, and masked

@@ -21,8 +21,7 @@ from attribution.drain.slurmctl import Scontrol, SlurmError
 from attribution.drain.slurmrest import Slurmrestd, controller, epoch_of, errors_of, from_settings, node_state
 from attribution.errors import ConfigError
 
-from tests.harness.loki import Blackhole
-from tests.harness.receiver import Receiver
+from tests.harness.receiver import failing, secret_file
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm24"
 BIN = Path(sys.executable).parent / "attribution"
@@ -103,34 +102,23 @@ def test_the_token_is_in_no_error_nor_the_commands_output(how, tmp_path):
     never answering: the error says which, `drain sync-nodes` exits with one line, and the JWT read from
     token_file is in none of them, nor in the client's repr."""
     jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJzbHVybSJ9.c2VjcmV0LXNpZ25hdHVyZS0xMjM0NTY3ODkw"
-    (tmp_path / "jwt").write_text(jwt + "\n")
-    (tmp_path / "jwt").chmod(0o600)
-    receiver = Receiver()
-    hole = Blackhole().__enter__()
-    try:
-        if how == "refused":
-            receiver.stop()
-        receiver.failing.add("/slurm/v0.0.42/nodes")
-        url = hole.url if how == "timeout" else receiver.url
-        settings = SlurmrestdSettings(url=url, user="slurm", token_file=str(tmp_path / "jwt"), timeout=0.5)
-        client = from_settings(settings)
+    token_file = secret_file(tmp_path, "jwt", jwt)
+    expect = {"refused": "ConnectError", "500": "GET /nodes: 500: ", "timeout": "ReadTimeout"}[how]
+    with failing(how, ["/slurm/v0.0.42/nodes"]) as (url, receiver):
+        client = from_settings(SlurmrestdSettings(url=url, user="slurm", token_file=token_file, timeout=0.5))
         with pytest.raises(SlurmError) as exc:
             client.nodes()
         said = str(exc.value) + repr(exc.value) + "".join(traceback.format_exception(exc.value)) + repr(client)
-        expect = {"refused": "ConnectError", "500": "GET /nodes: 500: ", "timeout": "ReadTimeout"}[how]
         assert expect in str(exc.value), said
         if how == "500":
             assert receiver.hits["/slurm/v0.0.42/nodes"] == 1 and "[secret]" in str(exc.value)
         config = tmp_path / "config.yaml"
         config.write_text(json.dumps({"connectors": {"slurmrestd": {
-            "url": url, "user": "slurm", "token_file": str(tmp_path / "jwt"), "timeout": 0.5}}}))
+            "url": url, "user": "slurm", "token_file": token_file, "timeout": 0.5}}}))
         r = CliRunner().invoke(main, ["--config", str(config), "drain", "sync-nodes", "--cluster", "c"])
-        assert r.exit_code != 0 and expect in r.stderr and r.stdout == "", r.output
-        for text in (said, r.stdout + r.stderr + repr(r.exception)):
-            assert jwt not in text and jwt.split(".")[2][:20] not in text, text
-    finally:
-        receiver.close()
-        hole.__exit__(None, None, None)
+    assert r.exit_code != 0 and expect in r.stderr and r.stdout == "", r.output
+    for text in (said, r.stdout + r.stderr + repr(r.exception)):
+        assert jwt not in text and jwt.split(".")[2][:20] not in text, text
 
 
 # -- the real slurmrestd -------------------------------------------------------------------------------------

@@ -9,9 +9,14 @@ port again (the sink is back). `hits` counts every request per path, failed ones
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from tests.harness.loki import Blackhole
 
 
 class Receiver:
@@ -76,3 +81,31 @@ class Receiver:
             self.server = None
 
     close = stop
+
+
+@contextlib.contextmanager
+def failing(how: str, paths: Iterable[str] = ()) -> Iterator[tuple[str, Receiver]]:
+    """(base URL, receiver) of a server that fails in one way: `refused` (nothing listens on its port), `500`
+    (the receiver, answering 500 with the request echoed on `paths`), `timeout` (accepts, never answers)."""
+    receiver = Receiver()
+    receiver.failing.update(paths)
+    try:
+        if how == "timeout":
+            with Blackhole() as hole:
+                yield hole.url, receiver
+            return
+        if how == "refused":
+            receiver.stop()
+        elif how != "500":
+            raise ValueError(how)
+        yield receiver.url, receiver
+    finally:
+        receiver.close()
+
+
+def secret_file(folder: Path, name: str, value: str) -> str:
+    """An owner-only file holding `value` (what a *_file setting names)."""
+    p = folder / name
+    p.write_text(value + "\n")
+    p.chmod(0o600)
+    return str(p)
