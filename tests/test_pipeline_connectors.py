@@ -25,6 +25,7 @@ from tests.conftest import INCIDENTS, ROOT
 from tests.harness import kubectl as fake_kubectl
 from tests.harness.incident_sources import bundle_streams, dcgm_history
 from tests.harness.loki import Blackhole, FakeLoki
+from tests.harness.receiver import failing, secret_file
 from tests.harness.prometheus import PrometheusHarnessError, PrometheusServer, openmetrics
 
 UTC = timezone.utc
@@ -169,6 +170,30 @@ def test_a_failing_server_leaves_a_verdict_with_its_coverage_marked(tmp_path, re
     want = {"down": "connection refused", "hung": "within 1.0 s", "slow": "within 1.0 s",
             "error": "HTTP 503" if server == "loki" else "HTTP 404"}[failure]
     assert want in reason
+
+
+@pytest.mark.parametrize("failure", ["refused", "500", "timeout"])
+@pytest.mark.parametrize("server", ["loki", "prometheus"])
+def test_a_token_from_a_file_is_in_no_coverage_reason_nor_output(tmp_path, server, failure):
+    """Loki or Prometheus refusing, answering 500 with the request echoed (its Authorization header too), or not
+    answering in time: the verdict's coverage says which, and the bearer token read from token_file is nowhere in
+    what `diagnose` prints (the coverage reasons are what the store would keep)."""
+    token = "glsa_Zm9vYmFyYmF6cXV4X3NlY3JldF90b2tlbl8xMjM0"
+    token_file = secret_file(tmp_path, "token", token)
+    with failing(failure, ["/loki/api/v1/query_range", "/api/v1/query_range"]) as (url, _):
+        config = tmp_path / "config.yaml"
+        config.write_text(json.dumps({"connectors": {server: {"url": url, "token_file": token_file}}}))
+        r = CliRunner().invoke(main, ["--config", str(config), "diagnose", "--context", str(_context_file(tmp_path)),
+                                      "--json", "--connector-timeout", "1", "--files",
+                                      f"kernel={XID79}/nodes/$node/kernel.log"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    source = "kernel" if server == "loki" else "metrics"
+    [reason, *_] = [c["reason"] for c in json.loads(r.stdout)["coverage"]
+                    if c["source"] == source and c["status"] == "error" and c["file"].startswith(server)]
+    assert {"refused": "connection refused", "500": "HTTP 500", "timeout": "within 1.0 s"}[failure] in reason
+    if failure == "500":
+        assert "[secret]" in reason  # the server did echo it
+    assert token not in r.stdout + r.stderr and token[5:25] not in r.stdout + r.stderr
 
 
 @pytest.mark.prometheus

@@ -17,6 +17,16 @@ class Alert:
     details: Mapping[str, object] = field(default_factory=dict)
     link: str | None = None
 
+    def as_dict(self) -> dict:
+        """The alert as JSON values (what the store keeps of a pending delivery)."""
+        return {"event": self.event, "key": self.key, "summary": self.summary, "labels": dict(self.labels),
+                "details": dict(self.details), "link": self.link}
+
+    @classmethod
+    def from_dict(cls, doc: Mapping) -> Alert:
+        return cls(doc["event"], doc["key"], doc["summary"], dict(doc.get("labels") or {}),
+                   dict(doc.get("details") or {}), doc.get("link"))
+
 
 def verdict_alert(row: Mapping, dashboard: str | None) -> Alert:
     """A new infrastructure verdict: keyed by where and what (node, outcome, root kind), so a node that fails a

@@ -28,19 +28,32 @@ def alerts_group() -> None:
 @click.pass_context
 def alerts_send(ctx: click.Context, dry_run: bool) -> None:
     """Send an alert for each infrastructure verdict and drain decision stored since the last run, once per key
-    (node, outcome, kind) and cooldown. Exits 3 when a sink could not be reached (tried again next run)."""
+    (node, outcome, kind) and cooldown, to each sink once; a sink that failed before is tried again when its wait
+    is over. Exits 3 when a sink did not take an alert (tried again on a later run) or was given up on."""
+    from datetime import datetime, timezone
+
     from attribution.alerts.dispatch import send_new
 
     settings = _alert_settings(ctx)
     with open_store(ctx) as engine:
-        report = send_new(engine, settings, dry_run=dry_run)
-    for a in report.sent:
-        click.echo(("would send " if dry_run else "sent ") + a.summary)
-    click.echo(f"{len(report.sent)} alert(s) {'to send' if dry_run else 'sent'}, {report.suppressed} within "
-               f"their cooldown", err=True)
-    for problem in report.failed:
+        report = send_new(engine, settings, datetime.now(timezone.utc), dry_run=dry_run)
+    if dry_run:
+        for alert, sinks in report.decided:
+            click.echo(f"would send {alert.summary} (to {', '.join(sinks)})")
+    else:
+        to: dict[str, tuple] = {}
+        for alert, sink in report.sent:
+            summary, sinks = to.get(alert.key, (alert.summary, []))
+            to[alert.key] = (summary, sinks + [sink])
+        for summary, sinks in to.values():
+            click.echo(f"sent {summary} (to {', '.join(sinks)})")
+    owed = ", ".join(f"{n} to {sink}" for sink, n in sorted(report.pending.items()))
+    click.echo(f"{len(report.decided)} new alert(s){' to send' if dry_run else ''}, {len(report.sent)} "
+               f"delivery(ies), {report.suppressed} within their cooldown"
+               + (f"; still owed: {owed}" if owed else ""), err=True)
+    for problem in report.failed + report.gave_up:
         click.echo(f"attribution: alerts: {problem}", err=True)
-    if report.failed:
+    if report.failed or report.gave_up:
         raise SystemExit(3)
 
 
@@ -60,8 +73,8 @@ def alerts_test(ctx: click.Context) -> None:
     for sink in settings.sinks:
         try:
             deliver(sink, alert, datetime.now(timezone.utc))
-            click.echo(f"{sink.type}: ok")
-        except SinkError as exc:
+            click.echo(f"{sink.id}: ok")
+        except SinkError as exc:  # its message has no credential in it
             failed += 1
             click.echo(f"attribution: alerts: {exc}", err=True)
     if failed:

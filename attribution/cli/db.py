@@ -151,7 +151,8 @@ def db_prune(ctx: click.Context, older_than: str, batch: int, lock_timeout: floa
         click.echo(json.dumps(res.as_dict(), indent=2))
         return
     click.echo(f"before {cutoff:%Y-%m-%dT%H:%M:%SZ}: {len(res.months)} month(s) dropped, {res.events} event(s), "
-               f"{res.job_links} job link(s), {res.jobs} job(s), {res.alert_keys} alert key(s)"
+               f"{res.job_links} job link(s), {res.jobs} job(s), {res.alert_keys} alert key(s), "
+               f"{res.alert_deliveries} alert delivery(ies)"
                + (f"; left for the next run (events busy): {', '.join(res.months_left)}" if res.months_left else ""))
 
 

@@ -5,6 +5,8 @@ answers, is cut off when the request's own timeout or the caller's deadline pass
 socket operation has a timeout and a watchdog shuts the socket down at the deadline, so even a server that
 trickles one byte at a time cannot hold a request longer. Every failure becomes an `HttpError` with a reason a
 coverage record can carry; `transport` tells a server that could not be reached from one that answered badly.
+A token or password read from a file is a credential: not in the endpoint's repr, and every reason passes through
+the endpoint's Masker (a coverage record is stored; an answer that echoes the request is quoted masked).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Mapping
 from urllib.parse import urlencode, urlsplit
 
 from attribution.errors import ConfigError, SourceError
-from attribution.secrets import read_secret
+from attribution.secrets import Masker, read_secret
 
 if TYPE_CHECKING:
     from attribution.config import HttpAuthSettings
@@ -46,9 +48,10 @@ class Endpoint:
     """Where a server is and how to talk to it; built once from the settings (credentials read here)."""
 
     url: str
-    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     timeout: float = 10.0
     ca_file: str | None = None
+    masker: Masker = field(default_factory=Masker, repr=False)  # the credentials in `headers`
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "headers", MappingProxyType(dict(self.headers)))
@@ -67,15 +70,20 @@ def endpoint_from(settings: HttpAuthSettings, name: str) -> Endpoint:
     headers = {"Accept": "application/json", "User-Agent": "attribution"}
     if settings.tenant:
         headers["X-Scope-OrgID"] = settings.tenant
+    masker = Masker()
     if settings.token_file:
-        headers["Authorization"] = f"Bearer {read_secret(settings.token_file)}"
+        token = read_secret(settings.token_file)
+        headers["Authorization"] = f"Bearer {token}"
+        masker = Masker.of(token)
     elif settings.username:
         password = read_secret(settings.password_file) if settings.password_file else ""
-        raw = f"{settings.username}:{password}".encode()
-        headers["Authorization"] = "Basic " + base64.b64encode(raw).decode("ascii")
+        raw = f"{settings.username}:{password}"
+        headers["Authorization"] = "Basic " + base64.b64encode(raw.encode()).decode("ascii")
+        masker = Masker.of(password, raw)  # raw's forms hold its base64, the header's value
     elif settings.password_file:
         raise ConfigError(f"connectors.{name}: password_file needs a username")
-    return Endpoint(url=url.rstrip("/"), headers=headers, timeout=float(settings.timeout), ca_file=settings.ca_file)
+    return Endpoint(url=url.rstrip("/"), headers=headers, timeout=float(settings.timeout), ca_file=settings.ca_file,
+                    masker=masker)
 
 
 @dataclass(frozen=True)
@@ -92,13 +100,20 @@ def post_form(endpoint: Endpoint, path: str, params: Mapping[str, str], deadline
     Ends by `deadline` (a time.monotonic() value) or after `endpoint.timeout`, whichever is first."""
     resp = post(endpoint, path, urlencode(params).encode("ascii"), "application/x-www-form-urlencoded", deadline)
     if resp.status != 200:
-        raise HttpError(f"HTTP {resp.status}: {_error_text(resp.body)}", status=resp.status)
+        raise HttpError(endpoint.masker.mask(f"HTTP {resp.status}: {_error_text(resp.body)}"), status=resp.status)
     return resp.body
 
 
 def post(endpoint: Endpoint, path: str, body: bytes, content_type: str, deadline: float) -> Response:
     """POST `body` to `endpoint.url + path`; the answer whatever its status. Raises HttpError (transport=True)
     when the server could not be reached or gave no complete answer by `deadline` or `endpoint.timeout`."""
+    try:
+        return _post(endpoint, path, body, content_type, deadline)
+    except HttpError as exc:
+        raise HttpError(endpoint.masker.mask(exc.reason), exc.transport, exc.status) from None
+
+
+def _post(endpoint: Endpoint, path: str, body: bytes, content_type: str, deadline: float) -> Response:
     now = time.monotonic()
     budget = min(endpoint.timeout, deadline - now)
     if budget <= 0:

@@ -4,11 +4,16 @@
 alerts:
   cooldown_seconds: 3600            # one alert per key (node, outcome, kind) in this time, however many jobs
   dashboard_url: https://attribution.example/ui   # links in the messages (optional)
+  attempts: 10                      # a sink that fails is tried again, this many times in all per alert,
+  retry_seconds: 60                 # after 60 s, then twice as long each time,
+  retry_max_seconds: 3600           # never more than an hour apart
   sinks:
     - {type: webhook, url: https://hooks.example/attribution}
     - {type: slack, url_file: /etc/attribution/slack-webhook}       # the URL is a secret: read from a file
     - {type: alertmanager, url: http://alertmanager:9093, events: [verdict]}
 ```
+A sink is known to the store by its `name` (its type unless given): the deliveries an alert still owes a sink are
+kept under that name, so two sinks of one type need names, and a renamed sink starts afresh.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ class SinkSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     type: Literal["webhook", "slack", "alertmanager"]
+    name: Optional[str] = Field(None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     url: Optional[str] = None
     url_file: Optional[str] = None  # a Slack webhook URL is a credential: keep it in an owner-only file
     token_file: Optional[str] = None  # webhook: a bearer token, from an owner-only file
@@ -37,6 +43,17 @@ class SinkSettings(BaseModel):
             raise ValueError("give exactly one of url and url_file")
         return self
 
+    @property
+    def id(self) -> str:
+        """The sink's name in the store (its deliveries): `name`, else its type."""
+        return self.name or self.type
+
+    def where(self) -> str:
+        """Where the sink is, as a message may say it: the URL's origin, or the file the URL is kept in."""
+        from attribution.secrets import origin
+
+        return f"url_file {self.url_file}" if self.url_file else origin(self.url or "")
+
 
 class AlertSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -45,6 +62,17 @@ class AlertSettings(BaseModel):
     cooldown_seconds: int = Field(3600, ge=0)
     max_per_run: int = Field(200, ge=1)
     dashboard_url: Optional[str] = None
+    attempts: int = Field(10, ge=1, le=100)  # deliveries of one alert to one sink, the first one included
+    retry_seconds: float = Field(60.0, ge=0)  # the wait after the first failure; doubled after each one
+    retry_max_seconds: float = Field(3600.0, ge=0)
+
+    @model_validator(mode="after")
+    def _unique_names(self):
+        ids = [s.id for s in self.sinks]
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise ValueError(f"two sinks are named {', '.join(twice)}: give each a name")
+        return self
 
 
 def parse_alerts(data, origin: str) -> AlertSettings:

@@ -7,11 +7,14 @@ Measured on slurmrestd 24.11.5 (docs/slurm.md): `GET /slurm/v0.0.42/nodes` lists
 X-SLURM-USER-NAME and X-SLURM-USER-TOKEN (a JWT from `scontrol token`) of a Slurm administrator (AdminLevel=Admin
 or root: an Operator may not update nodes, "Invalid user id"); a token slurmctld refuses answers 511 with error 1007
 "Protocol authentication error", a malformed one 401.
+
+The token is a credential: it is not in the client's repr, and every error passes through the client's Masker
+(an answer that echoes the request's headers is quoted with the token masked).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -20,6 +23,7 @@ from attribution.config import ConnectorSettings, SlurmrestdSettings, read_secre
 from attribution.drain.policy import NodeState, valid_node_name
 from attribution.drain.slurmctl import Scontrol, SlurmError
 from attribution.errors import ConfigError
+from attribution.secrets import Masker
 
 #: The data_parser versions tried, newest first, when none is configured (24.11 serves these three).
 API_VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40")
@@ -71,16 +75,21 @@ def errors_of(doc: Any) -> list[str]:
 class Slurmrestd:
     url: str
     user: str
-    token: str
+    token: str = field(repr=False)
     api_version: str | None = None
     timeout: float = 15.0
     ca_file: str | None = None
+    masker: Masker = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"connectors.slurmrestd.url: expected http(s)://host[:port], got {self.url!r}")
         self.url = self.url.rstrip("/")
+        self.masker = Masker.of(self.token)
+
+    def _error(self, message: str) -> SlurmError:
+        return SlurmError(self.masker.mask(message))
 
     def _client(self):
         import httpx
@@ -98,12 +107,11 @@ class Slurmrestd:
         try:
             with self._client() as c:
                 r = c.request(method, f"/slurm/{v}{path}", json=body)
-        except httpx.HTTPError as exc:
-            raise SlurmError(f"{what}: {type(exc).__name__}: {exc}") from None
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise self._error(f"{what}: {type(exc).__name__}: {exc}") from None
         return self._answer(r, what)
 
-    @staticmethod
-    def _answer(r, what: str) -> dict:
+    def _answer(self, r, what: str) -> dict:
         try:
             doc = r.json()
         except ValueError:
@@ -111,12 +119,12 @@ class Slurmrestd:
         errs = errors_of(doc)
         # 401: slurmrestd refused the token itself; 511 (error 1007): slurmctld refused it
         if r.status_code in (401, 403, 511):
-            raise SlurmError(f"{what}: refused ({r.status_code}{': ' + errs[0] if errs else ''}): check "
-                             f"connectors.slurmrestd.user and token_file")
+            raise self._error(f"{what}: refused ({r.status_code}{': ' + errs[0] if errs else ''}): check "
+                              f"connectors.slurmrestd.user and token_file")
         if r.status_code >= 400 or errs:
-            raise SlurmError(f"{what}: {r.status_code}: {'; '.join(errs) or r.text.strip()[:200]}")
+            raise self._error(f"{what}: {r.status_code}: {'; '.join(errs) or r.text.strip()[:200]}")
         if not isinstance(doc, dict):
-            raise SlurmError(f"{what}: not a JSON object")
+            raise self._error(f"{what}: not a JSON object")
         return doc
 
     def version(self) -> str:
@@ -130,15 +138,15 @@ class Slurmrestd:
             for v in API_VERSIONS:
                 try:
                     r = c.get(f"/slurm/{v}/ping")
-                except httpx.HTTPError as exc:
-                    raise SlurmError(f"slurmrestd {self.url}: {type(exc).__name__}: {exc}") from None
+                except (httpx.HTTPError, httpx.InvalidURL) as exc:
+                    raise self._error(f"slurmrestd {self.url}: {type(exc).__name__}: {exc}") from None
                 if r.status_code in (401, 403, 511):
                     self._answer(r, f"slurmrestd GET /slurm/{v}/ping")
                 if r.status_code < 400:
                     self.api_version = v
                     return v
                 last = f"{v}: {r.status_code}"
-        raise SlurmError(f"slurmrestd {self.url}: none of {', '.join(API_VERSIONS)} answered ({last})")
+        raise self._error(f"slurmrestd {self.url}: none of {', '.join(API_VERSIONS)} answered ({last})")
 
     def cluster_name(self) -> str | None:
         doc = self._request("GET", "/diag")

@@ -73,6 +73,7 @@ DISTRIBUTION: dict[str, tuple[str, str | None] | None] = {
     "node_states": ("node", "events"),
     "alert_cursors": None,
     "alert_keys": None,
+    "alert_deliveries": None,
     "kueue_watch_bookmarks": None,
     "kueue_watch_attempts": None,
 }
@@ -491,7 +492,31 @@ class AlertKey(Base):
     sent_at: Mapped[datetime] = mapped_column(TS)
 
 
-__all__ = ["Base", "AlertCursor", "AlertKey", "SCHEMA", "DISTRIBUTION", "Job", "Event", "JobEvent", "EventJob",
+class AlertDelivery(Base):
+    """What an alert owes one sink: pending until the sink took it (delivered_at) or the attempts ran out
+    (gave_up_at). The alert as it was decided; never a URL or a token."""
+
+    __tablename__ = "alert_deliveries"
+    __table_args__ = (
+        Index("ix_alert_deliveries_pending", "id",
+              postgresql_where=text("delivered_at IS NULL AND gave_up_at IS NULL")),
+        Index(None, "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
+    key: Mapped[str] = mapped_column(Text)
+    sink: Mapped[str] = mapped_column(Text)
+    alert: Mapped[dict] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(TS)
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    next_attempt_at: Mapped[datetime] = mapped_column(TS)
+    delivered_at: Mapped[datetime | None] = mapped_column(TS)
+    gave_up_at: Mapped[datetime | None] = mapped_column(TS)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
+__all__ = ["Base", "AlertCursor", "AlertKey", "AlertDelivery", "SCHEMA", "DISTRIBUTION", "Job", "Event", "JobEvent",
+           "EventJob",
            "Verdict", "CoverageRecord", "FaultWeek",
            "RulePack", "FaultSeries", "FailedRoot", "DrainPolicy", "DrainCondition", "NodeResume", "DrainAction",
            "NodeLife", "NodeSlurmState"]

@@ -19,7 +19,8 @@ blocking ingest:
   deleted in small batches, each its own short transaction (row locks only).
 - Jobs that ended before the cutoff are deleted in batches with their links (job_events); their verdicts,
   coverage, counters and kept evidence go with them (foreign keys with ON DELETE CASCADE).
-- Alert cooldown keys older than the cutoff are deleted.
+- Alert cooldown keys older than the cutoff are deleted, and the alert deliveries decided before it that are no
+  longer owed (delivered or given up).
 The rollups (fault_weeks, fault_series, failed_roots, failed_root_series), the drain audit (drain_actions), node
 resumes, drain policies and rule packs are kept: they are small and they are the fleet's history.
 """
@@ -91,11 +92,12 @@ class PruneResult:
     event_links: int = 0
     jobs: int = 0
     alert_keys: int = 0
+    alert_deliveries: int = 0
 
     def as_dict(self) -> dict:
         return {"cutoff": self.cutoff.isoformat(), "months": self.months, "months_left": self.months_left,
                 "events": self.events, "job_links": self.job_links, "event_links": self.event_links,
-                "jobs": self.jobs, "alert_keys": self.alert_keys}
+                "jobs": self.jobs, "alert_keys": self.alert_keys, "alert_deliveries": self.alert_deliveries}
 
 
 def _months_before(engine: Engine, cutoff: datetime) -> list[date]:
@@ -181,6 +183,9 @@ def prune(engine: Engine, cutoff: datetime, *, batch: int = 5000, lock_timeout_m
     with engine.begin() as c:
         res.alert_keys = c.execute(text(f"DELETE FROM {S}.alert_keys WHERE sent_at < :cut"),
                                    {"cut": cutoff}).rowcount or 0
+    res.alert_deliveries = _batched(engine, f"DELETE FROM {S}.alert_deliveries WHERE id IN (SELECT id FROM "
+                                            f"{S}.alert_deliveries WHERE created_at < :cut AND (delivered_at IS NOT "
+                                            "NULL OR gave_up_at IS NOT NULL) LIMIT :n)", {"cut": cutoff}, batch)
     return res
 
 

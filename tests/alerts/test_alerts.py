@@ -1,65 +1,22 @@
-"""`attribution alerts send` against a local HTTP receiver playing a JSON webhook, Slack and Alertmanager: one
-alert per new infrastructure verdict and drain decision, none twice, one per key within the cooldown, and a
-failed delivery tried again on the next run."""
+"""`attribution alerts send` against local HTTP receivers playing a JSON webhook, Slack and Alertmanager: one
+alert per new infrastructure verdict and drain decision, none twice, one per key within the cooldown, and a sink
+that is down for several runs gets what it missed once it is back, while the others get each alert once."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from attribution.cli import main
-from attribution.config.alerts import parse_alerts
-from attribution.errors import ConfigError
 from attribution.pipeline.ingest import ingest_bundle
 from attribution.store.drain import record_resume
 
 from tests.conftest import INCIDENTS
-
-
-class Receiver:
-    """A local HTTP server that keeps every JSON body posted to it, by path; paths in `failing` answer 500."""
-
-    def __init__(self) -> None:
-        self.posts: dict[str, list] = {}
-        self.failing: set[str] = set()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if self.path in receiver.failing:
-                    self.send_response(500)
-                else:
-                    receiver.posts.setdefault(self.path, []).append(body)
-                    self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    try:
-        yield r
-    finally:
-        r.close()
+from tests.harness.receiver import Receiver, secret_file
 
 
 @pytest.fixture
@@ -143,22 +100,72 @@ def test_drain_decisions_alert_where_the_sink_wants_them(ruleset, store, receive
     assert "/am/api/v2/alerts" not in receiver.posts  # that sink takes verdicts only
 
 
-def test_a_failed_delivery_is_tried_again_next_run(ruleset, store, receiver, configured):
+def test_a_failed_delivery_is_tried_again_next_run_to_that_sink_only(ruleset, store, receiver, configured):
     ingest_bundle(ruleset, store, INCIDENTS / "01-xid79-fallen-off-bus")
     receiver.failing.add("/slack")
     r = _send(configured)
-    assert r.exit_code == 3 and "slack" in r.output and "HTTP 500" in r.output
+    assert r.exit_code == 3 and "slack (slack, http://127.0.0.1:" in r.output and "HTTP 500" in r.output
+    assert "attempt 1 of 10" in r.output and "again in 60 s" in r.output and "still owed: 1 to slack" in r.output
     receiver.failing.clear()
-    r = _send(configured)
-    assert r.exit_code == 0, r.output
-    assert len(receiver.posts["/slack"]) == 1
-    assert len(receiver.posts["/hook"]) == 2  # the webhook had taken it before slack failed: sent twice
+    r = _send(configured)  # within the minute the sink is to wait: not tried yet
+    assert r.exit_code == 0 and receiver.hits["/slack"] == 1 and "still owed: 1 to slack" in r.output
+    assert len(receiver.posts["/hook"]) == 1  # the webhook had taken it: never sent again
 
 
-def test_the_alerts_section_is_checked_with_the_file_named():
-    with pytest.raises(ConfigError, match=r"conf.yaml: alerts.sinks\[0\]: give exactly one of url"):
-        parse_alerts({"sinks": [{"type": "webhook"}]}, "conf.yaml")
-    with pytest.raises(ConfigError, match=r"conf.yaml: alerts.sinks\[0\].type"):
-        parse_alerts({"sinks": [{"type": "pager", "url": "http://x"}]}, "conf.yaml")
-    with pytest.raises(ConfigError, match=r"conf.yaml: unknown setting\(s\) in 'alerts': colldown"):
-        parse_alerts({"colldown": 5}, "conf.yaml")
+def _secret_config(store, tmp_path, hook: Receiver, slack: Receiver, am: Receiver, **alerts) -> tuple[list, str,
+                                                                                                    str]:
+    """A configuration whose Slack URL and webhook token are secrets in owner-only files."""
+    slack_url = f"{slack.url}/services/T0AB12CD3/B0EF45GH6/s3cr3tW3bh00kPathXyZ"
+    token = "tok-9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+    url_file, token_file = secret_file(tmp_path, "slack-url", slack_url), secret_file(tmp_path, "hook-token", token)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "database": {"url": store.url.render_as_string(hide_password=False)},
+        "alerts": {"cooldown_seconds": 3600, **alerts,
+                   "sinks": [{"type": "webhook", "url": hook.url + "/hook", "token_file": token_file},
+                             {"type": "slack", "url_file": url_file},
+                             {"type": "alertmanager", "url": am.url}]}}))
+    return ["--config", str(config)], slack_url, token
+
+
+def test_one_sink_down_for_four_runs_misses_nothing_and_the_others_get_each_alert_once(ruleset, store, tmp_path):
+    """Issue 29's case: of three sinks, Slack is down (its port closed) for four runs, with a new alert arriving
+    between the second and the third. The webhook and Alertmanager get each alert once, the later alert is sent
+    to them at once, Slack gets both once it is back, and no run prints the Slack URL or the webhook's token."""
+    hook, slack, am = Receiver(), Receiver(), Receiver()
+    try:
+        args, slack_url, token = _secret_config(store, tmp_path, hook, slack, am, retry_seconds=0)
+        slack.stop()
+        ingest_bundle(ruleset, store, INCIDENTS / "01-xid79-fallen-off-bus")
+        outputs = []
+        for run in range(4):
+            if run == 2:
+                ingest_bundle(ruleset, store, INCIDENTS / "04-xid74-nvlink")
+            r = _send(args)
+            outputs.append(r.stdout + r.stderr + repr(r.exception))
+            assert r.exit_code == 3, r.output
+            assert "slack (slack, url_file " in r.stderr and "ConnectError" in r.stderr, r.stderr
+            # the oldest alert Slack is owed is tried once per run; the run tries Slack no further after it fails
+            assert f"attempt {run + 1} of 10" in r.stderr and r.stderr.count("ConnectError") == 1, r.stderr
+            assert f"still owed: {1 if run < 2 else 2} to slack" in r.stderr, r.stderr
+        kinds = lambda posts: [p["labels"]["outcome"] for p in posts]  # noqa: E731
+        assert kinds(hook.posts["/hook"]) == ["gpu_hardware", "nvlink"]
+        assert [a[0]["labels"]["outcome"] for a in am.posts["/api/v2/alerts"]] == ["gpu_hardware", "nvlink"]
+        assert "sent nvlink on kestrel/kes-n203" in outputs[2]  # the later alert was not held back
+        slack.start()
+        r = _send(args)
+        outputs.append(r.stdout + r.stderr + repr(r.exception))
+        assert r.exit_code == 0, r.output
+        texts = [p["text"] for p in slack.posts["/services/T0AB12CD3/B0EF45GH6/s3cr3tW3bh00kPathXyZ"]]
+        assert len(texts) == 2 and texts[0].startswith("gpu_hardware on ") and texts[1].startswith("nvlink on ")
+        assert "(to slack)" in r.stdout and "webhook" not in r.stdout  # only what Slack was owed
+        r = _send(args)
+        assert r.exit_code == 0 and r.stdout == "" and "still owed" not in r.stderr
+        assert len(hook.posts["/hook"]) == 2 and len(am.posts["/api/v2/alerts"]) == 2 and slack.hits == {
+            "/services/T0AB12CD3/B0EF45GH6/s3cr3tW3bh00kPathXyZ": 2}
+        assert hook.headers["/hook"][0]["Authorization"] == f"Bearer {token}"  # the token was used, and
+        for out in outputs:  # ... neither it nor the URL (nor its path) was ever printed
+            assert "s3cr3tW3bh00k" not in out and token not in out and "T0AB12CD3" not in out, out
+    finally:
+        for r in (hook, slack, am):
+            r.close()

@@ -1,11 +1,13 @@
 """collect/httpclient.py: a request always ends by its timeout or the caller's deadline, whatever the server does,
-and credentials only come from owner-only files."""
+credentials only come from owner-only files, and no error says them."""
 
 from __future__ import annotations
 
+import base64
 import socket
 import threading
 import time
+import traceback
 
 import pytest
 
@@ -14,6 +16,7 @@ from attribution.config import HttpAuthSettings
 from attribution.errors import ConfigError
 
 from tests.harness.loki import Blackhole, FakeLoki
+from tests.harness.receiver import failing, secret_file
 
 
 class Trickle:
@@ -85,3 +88,26 @@ def test_urls_and_credentials_are_checked_before_any_request(tmp_path):
     e = endpoint_from(HttpAuthSettings(url="https://loki.example:3100/base/", tenant="t1", timeout=3), "loki")
     assert e.url == "https://loki.example:3100/base" and e.headers["X-Scope-OrgID"] == "t1" and e.timeout == 3
     assert "Authorization" not in e.headers and e.describe() == "https://loki.example:3100"
+
+
+@pytest.mark.parametrize("how", ["refused", "500", "timeout"])
+@pytest.mark.parametrize("auth", ["token", "basic"])
+def test_a_token_or_password_from_a_file_is_in_no_error_nor_the_endpoints_repr(how, auth, tmp_path):
+    """Whether the server refuses, answers 500 echoing the request (its Authorization header too), or never
+    answers: the reason (stored in a coverage record) and the exception say what happened, never the credential
+    nor its base64 in the Basic header."""
+    secret = "pw-7c1e0b9a8f6d5e4c3b2a1908f7e6d5c4"
+    cred = secret_file(tmp_path, "cred", secret)
+    creds = {"token_file": cred} if auth == "token" else {"username": "loki-reader", "password_file": cred}
+    with failing(how, ["/q"]) as (url, receiver):
+        e = endpoint_from(HttpAuthSettings(url=url, timeout=0.5, **creds), "loki")
+        with pytest.raises(HttpError) as exc:
+            post_form(e, "/q", {"query": "{a=\"b\"}"}, time.monotonic() + 5)
+    said = exc.value.reason + str(exc.value) + repr(exc.value) + "".join(traceback.format_exception(exc.value))
+    said += repr(e)
+    expect = {"refused": "connection refused", "500": "HTTP 500: echo: ", "timeout": "answer within 0.5 s"}
+    assert expect[how] in exc.value.reason, exc.value.reason
+    b64 = base64.b64encode(f"loki-reader:{secret}".encode()).decode()
+    assert secret not in said and secret[3:19] not in said and b64 not in said, said
+    if how == "500":
+        assert receiver.hits == {"/q": 1} and "[secret]" in exc.value.reason  # it was echoed, and masked

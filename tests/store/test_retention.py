@@ -151,7 +151,8 @@ def test_prune_removes_exactly_what_is_older_than_the_cutoff_and_keeps_the_histo
                                       "--json"])
     assert again.exit_code == 0, again.output
     assert {k: v for k, v in json.loads(again.output).items() if k != "cutoff"} == {
-        "months": [], "months_left": [], "events": 0, "job_links": 0, "event_links": 0, "jobs": 0, "alert_keys": 0}
+        "months": [], "months_left": [], "events": 0, "job_links": 0, "event_links": 0, "jobs": 0, "alert_keys": 0,
+        "alert_deliveries": 0}
     assert _table_counts(store) == after
 
 

@@ -8,17 +8,22 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from attribution.cli import main
 from attribution.config import ConnectorSettings, SlurmrestdSettings
 from attribution.drain.slurmctl import Scontrol, SlurmError
 from attribution.drain.slurmrest import Slurmrestd, controller, epoch_of, errors_of, from_settings, node_state
 from attribution.errors import ConfigError
 
-DATA = Path(__file__).resolve().parent / "data" / "slurm24"
+from tests.harness.receiver import failing, secret_file
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "slurm24"
 BIN = Path(sys.executable).parent / "attribution"
 XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 
@@ -91,14 +96,39 @@ def test_node_names_are_checked_before_any_request():
         c.drain("n1/../x", "r")
 
 
+@pytest.mark.parametrize("how", ["refused", "500", "timeout"])
+def test_the_token_is_in_no_error_nor_the_commands_output(how, tmp_path):
+    """slurmrestd refusing the connection, answering 500 with the request echoed (its X-SLURM-USER-TOKEN too), or
+    never answering: the error says which, `drain sync-nodes` exits with one line, and the JWT read from
+    token_file is in none of them, nor in the client's repr."""
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdW4iOiJzbHVybSJ9.c2VjcmV0LXNpZ25hdHVyZS0xMjM0NTY3ODkw"
+    token_file = secret_file(tmp_path, "jwt", jwt)
+    expect = {"refused": "ConnectError", "500": "GET /nodes: 500: ", "timeout": "ReadTimeout"}[how]
+    with failing(how, ["/slurm/v0.0.42/nodes"]) as (url, receiver):
+        client = from_settings(SlurmrestdSettings(url=url, user="slurm", token_file=token_file, timeout=0.5))
+        with pytest.raises(SlurmError) as exc:
+            client.nodes()
+        said = str(exc.value) + repr(exc.value) + "".join(traceback.format_exception(exc.value)) + repr(client)
+        assert expect in str(exc.value), said
+        if how == "500":
+            assert receiver.hits["/slurm/v0.0.42/nodes"] == 1 and "[secret]" in str(exc.value)
+        config = tmp_path / "config.yaml"
+        config.write_text(json.dumps({"connectors": {"slurmrestd": {
+            "url": url, "user": "slurm", "token_file": token_file, "timeout": 0.5}}}))
+        r = CliRunner().invoke(main, ["--config", str(config), "drain", "sync-nodes", "--cluster", "c"])
+    assert r.exit_code != 0 and expect in r.stderr and r.stdout == "", r.output
+    for text in (said, r.stdout + r.stderr + repr(r.exception)):
+        assert jwt not in text and jwt.split(".")[2][:20] not in text, text
+
+
 # -- the real slurmrestd -------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def restd(tmp_path_factory, slurm24_root):
-    from .harness.debroot import python_binds
-    from .harness.slurm_versions import ROOT_VERSION, SlurmVersion
-    from .conftest import ROOT
+    from tests.harness.debroot import python_binds
+    from tests.harness.slurm_versions import ROOT_VERSION, SlurmVersion
+    from tests.conftest import ROOT
 
     root, manifest = slurm24_root
     v = SlurmVersion(ROOT_VERSION, root=root, binds=[ROOT, *python_binds()], manifest=manifest)
