@@ -113,7 +113,8 @@ def db_drop_events_month(ctx: click.Context, month: str) -> None:
 
 @db.command("prune")
 @click.option("--older-than", "older_than", required=True, metavar="AGE",
-              help="What ended or happened before this is removed: 180d, 26w, or a time (2026-01-01, now-180d).")
+              help="What ended or happened before this is removed: an age (180d, 26w) or a time (2026-01-01, "
+                   "now-180d; docs/cli.md).")
 @click.option("--batch", default=5000, show_default=True, help="Rows per delete transaction.")
 @click.option("--lock-timeout", "lock_timeout", default=2.0, show_default=True,
               help="Seconds a month's detach may wait for its lock on events (then it is left for the next run).")
@@ -127,19 +128,12 @@ def db_prune(ctx: click.Context, older_than: str, batch: int, lock_timeout: floa
     import json
     from datetime import datetime, timezone
 
-    import re
-
+    from attribution.cli.times import when
     from attribution.errors import InputError
     from attribution.store.retention import prune
-    from attribution.errors import TimeError
-    from attribution.timeparse import parse_when
 
     now = datetime.now(timezone.utc)
-    value = older_than.strip()
-    try:  # an age (180d) is that long before now; anything else is a time as every command takes one
-        cutoff = parse_when(f"now-{value}" if re.fullmatch(r"\d{1,6}[smhdw]", value) else value, now)
-    except TimeError as exc:
-        raise InputError("--older-than", str(exc)) from None
+    cutoff = when("--older-than", older_than, now)  # an age (180d) is that long before now
     if cutoff > now:
         raise InputError(older_than, "the cutoff is in the future")
     if batch < 1:

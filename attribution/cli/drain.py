@@ -13,7 +13,7 @@ import click
 
 from attribution.cli import main, ruleset_of, settings_of
 from attribution.cli.db import open_store
-from attribution.cli.times import when
+from attribution.cli.times import FORMS, when
 
 UTC = timezone.utc
 
@@ -53,7 +53,8 @@ def drain() -> None:
 @drain.command("plan")
 @click.option("--cluster", default=None, help="Only this cluster.")
 @click.option("--as-of", "as_of", default=None,
-              help="The plan as it would have been at this time, from the evidence of up to then (docs/replay.md).")
+              help="The plan as it would have been at this time, from the evidence of up to then (docs/replay.md): "
+                   f"{FORMS}")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def drain_plan(ctx: click.Context, cluster: str | None, as_of: str | None, as_json: bool) -> None:
@@ -186,7 +187,7 @@ def _policy_file(ctx: click.Context, path: Path | None):
 @click.option("--policy", "policies", multiple=True, type=click.Path(path_type=Path),
               help="A drain policy file (drain-policy.yaml's format); twice to compare two side by side "
                    "(default: the rule pack's).")
-@click.option("--since", required=True, help="Start of the period (ISO 8601 or now-30d, ...).")
+@click.option("--since", required=True, help=f"Start of the period: {FORMS}")
 @click.option("--until", default=None, help="End of the period (default: now).")
 @click.option("--cluster", default=None, help="Only this cluster.")
 @click.option("--json", "as_json", is_flag=True)
