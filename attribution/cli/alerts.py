@@ -25,8 +25,11 @@ def alerts_group() -> None:
 
 @alerts_group.command("send")
 @click.option("--dry-run", is_flag=True, help="Print what would be sent; send nothing, move no cursor.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object: dry_run, the alerts (event, key, summary, labels, details, link), suppressed, "
+                   "failed.")
 @click.pass_context
-def alerts_send(ctx: click.Context, dry_run: bool) -> None:
+def alerts_send(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     """Send an alert for each infrastructure verdict and drain decision stored since the last run, once per key
     (node, outcome, kind) and cooldown. Exits 3 when a sink could not be reached (tried again next run)."""
     from attribution.alerts.dispatch import send_new
@@ -34,8 +37,15 @@ def alerts_send(ctx: click.Context, dry_run: bool) -> None:
     settings = _alert_settings(ctx)
     with open_store(ctx) as engine:
         report = send_new(engine, settings, dry_run=dry_run)
-    for a in report.sent:
-        click.echo(("would send " if dry_run else "sent ") + a.summary)
+    if as_json:
+        import dataclasses
+        import json
+
+        click.echo(json.dumps({"dry_run": dry_run, "alerts": [dataclasses.asdict(a) for a in report.sent],
+                               "suppressed": report.suppressed, "failed": list(report.failed)}, indent=2, default=str))
+    else:
+        for a in report.sent:
+            click.echo(("would send " if dry_run else "sent ") + a.summary)
     click.echo(f"{len(report.sent)} alert(s) {'to send' if dry_run else 'sent'}, {report.suppressed} within "
                f"their cooldown", err=True)
     for problem in report.failed:

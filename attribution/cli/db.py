@@ -61,22 +61,30 @@ def db_upgrade(ctx: click.Context) -> None:
 
 
 @db.command("status")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: database, revision, newest, kept_for_replay.")
 @click.pass_context
-def db_status(ctx: click.Context) -> None:
+def db_status(ctx: click.Context, as_json: bool) -> None:
     """Where the database is and which schema revision it has."""
+    import json
+
     from attribution.store import migrate
     from attribution.store.db import describe
 
     from attribution.store.evidence import evidence_size
 
     with open_store(ctx, auto_migrate=False) as engine:
-        click.echo(f"database  {describe(engine.url)}")
-        click.echo(f"revision  {migrate.current(engine) or '(empty)'} (newest {migrate.head()})")
+        where, revision = describe(engine.url), migrate.current(engine)
         with engine.connect() as conn:
             size = evidence_size(conn)
-        if size is not None:
-            click.echo(f"kept for replay  {size['jobs']} job(s), {size['lines']} line(s), "
-                       f"{size['raw_bytes'] / 1e6:.1f} MB ({size['stored_bytes'] / 1e6:.1f} MB compressed)")
+    if as_json:
+        click.echo(json.dumps({"database": where, "revision": revision, "newest": migrate.head(),
+                               "kept_for_replay": size}, indent=2))
+        return
+    click.echo(f"database  {where}")
+    click.echo(f"revision  {revision or '(empty)'} (newest {migrate.head()})")
+    if size is not None:
+        click.echo(f"kept for replay  {size['jobs']} job(s), {size['lines']} line(s), "
+                   f"{size['raw_bytes'] / 1e6:.1f} MB ({size['stored_bytes'] / 1e6:.1f} MB compressed)")
 
 
 @db.command("distribute")

@@ -99,11 +99,19 @@ def rules_path(ctx: click.Context) -> None:
 @click.option("--hook-filter", "hook_filter", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="The node hook's filter file to compare with the pack (default: hooks/suspicious.patterns "
                    "beside the pack, when there is one).")
-def rules_check(directory: Path | None, hook_filter: Path | None) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object: ok, problems (each `path:line: message`), summary; the exit code is the same.")
+def rules_check(directory: Path | None, hook_filter: Path | None, as_json: bool) -> None:
     """Validate a rule pack; every problem printed as path:line: message; exit 1 if any."""
     from attribution.pipeline.rulecheck import check_pack
 
     problems, summary = check_pack(directory, hook_filter)
+    if as_json:
+        click.echo(json.dumps({"ok": not problems, "summary": None if problems else summary,
+                               "problems": [str(p) for p in problems]}, indent=2))
+        if problems:
+            sys.exit(EXIT_PROBLEMS)
+        return
     for p in problems:
         click.echo(str(p))
     if problems:

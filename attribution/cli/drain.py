@@ -144,16 +144,25 @@ def drain_sync_nodes(ctx: click.Context, cluster: str | None, scontrol: str) -> 
 
 @drain.command("log")
 @click.option("--cluster", default=None)
-@click.option("--limit", default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(1, None), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="A JSON list of the decisions (at, cluster, node, decision, "
+                                                      "reason, detail), newest first.")
 @click.pass_context
-def drain_log(ctx: click.Context, cluster: str | None, limit: int) -> None:
+def drain_log(ctx: click.Context, cluster: str | None, limit: int, as_json: bool) -> None:
     """The audit of drain decisions, newest first."""
     from attribution.store import drain as sd
+    from attribution.timeparse import format_utc
 
     with open_store(ctx) as engine:
-        for a in sd.actions(engine, cluster, limit):
-            click.echo(f"{a['at']:%Y-%m-%d %H:%M:%S}  {a['decision']:<8} {a['cluster']}/{a['node']:<16} "
-                       f"{a['reason'] or ''}  {a['detail'] or ''}")
+        rows = sd.actions(engine, cluster, limit)
+    if as_json:
+        click.echo(json.dumps([{**a, "at": format_utc(a["at"])} for a in rows], indent=2))
+        return
+    if not rows:
+        click.echo("no drain decision recorded" + (f" for cluster {cluster}" if cluster else ""))
+    for a in rows:
+        click.echo(f"{a['at']:%Y-%m-%d %H:%M:%S}  {a['decision']:<8} {a['cluster']}/{a['node']:<16} "
+                   f"{a['reason'] or ''}  {a['detail'] or ''}")
 
 
 def _policy_file(ctx: click.Context, path: Path | None):
