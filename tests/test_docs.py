@@ -42,6 +42,24 @@ def test_every_command_is_documented():
     assert missing == []
 
 
+def test_every_json_output_is_documented_in_the_cli_doc():
+    """docs/cli.md lists the document each command's --json prints."""
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    table = doc.split("## JSON", 1)[1].split("\n## ", 1)[0]
+    first_cells = [row.split("|")[1] for row in table.splitlines() if row.startswith("| `")]
+    named = {n for cell in first_cells for n in re.findall(r"`([a-z -]+)`", cell)}
+    with_json = [cmd for cmd in _commands(main) if "--json" in _options(main, cmd.split())]
+    assert len(with_json) >= 17
+    assert [cmd for cmd in with_json if cmd not in named] == []
+
+
+def _options(group: click.Group, words: list[str]) -> set[str]:
+    cmd = group
+    for w in words:
+        cmd = cmd.commands[w]
+    return {o for p in cmd.params for o in getattr(p, "opts", [])}
+
+
 def test_every_view_is_documented():
     store_doc = (ROOT / "docs" / "store.md").read_text()
     for sql in (ROOT / "sql").glob("*.sql"):

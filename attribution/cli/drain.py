@@ -55,7 +55,7 @@ def drain() -> None:
 @click.option("--as-of", "as_of", default=None,
               help="The plan as it would have been at this time, from the evidence of up to then (docs/replay.md): "
                    f"{FORMS}")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="A JSON list of the candidates (docs/cli.md).")
 @click.pass_context
 def drain_plan(ctx: click.Context, cluster: str | None, as_of: str | None, as_json: bool) -> None:
     """The nodes the policy would drain now (or at --as-of), with a reason fit for Slurm and the evidence."""
@@ -199,7 +199,7 @@ def _policy_file(ctx: click.Context, path: Path | None):
 @click.option("--since", required=True, help=f"Start of the period: {FORMS}")
 @click.option("--until", default=None, help="End of the period (default: now).")
 @click.option("--cluster", default=None, help="Only this cluster.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: the period and each policy's replay.")
 @click.pass_context
 def drain_backtest(ctx: click.Context, policies, since: str, until: str | None, cluster: str | None,
                    as_json: bool) -> None:

@@ -32,14 +32,15 @@ def _short(value: str | None) -> str:
 
 @main.command("jobs")
 @click.option("--cluster", default=None, help="Only this cluster's jobs.")
-@click.option("--since", default=None, help=f"Jobs that ended (or started, while running) from this time: {FORMS}")
+@click.option("--since", default=None,
+              help=f"Jobs that ended (or started, while running) from this time: {FORMS}")
 @click.option("--until", default=None, help="... and before this time.")
 @click.option("--outcome", type=click.Choice(OUTCOMES), default=None,
               help="Only this outcome; `failed` is every outcome but none.")
 @click.option("--node", default=None, help="Only jobs that ran on this node.")
 @click.option("--user", default=None, help="Only this user's jobs.")
 @click.option("--limit", type=click.IntRange(1, 100000), default=50, show_default=True, help="At most this many.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: the jobs and the cursor of the rest.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: the jobs, and whether there are more (docs/cli.md).")
 @click.pass_context
 def jobs(ctx: click.Context, cluster, since, until, outcome, node, user, limit, as_json) -> None:
     """Stored jobs with their current verdict, newest first."""
