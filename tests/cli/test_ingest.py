@@ -45,11 +45,16 @@ def test_ingest_takes_folders_archives_and_folders_of_bundles_and_skips_the_rest
     assert "0 new event(s), 0 new verdict(s)" in again.output
 
 
-def test_keep_going_goes_past_a_bad_bundle_and_exits_2_at_the_end(store, tmp_path):
-    env = {"ATTRIBUTION_DATABASE_URL": store.url.render_as_string(hide_password=False)}
+def _broken_bundle(tmp_path):
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "context.yaml").write_text("cluster: [unclosed\n")
+    return bad
+
+
+def test_keep_going_goes_past_a_bad_bundle_and_exits_2_at_the_end(store, tmp_path):
+    env = {"ATTRIBUTION_DATABASE_URL": store.url.render_as_string(hide_password=False)}
+    bad = _broken_bundle(tmp_path)
     good = INCIDENTS / "06-ib-link-down"
     r = CliRunner().invoke(main, ["ingest", str(bad), str(good)], env=env)
     assert r.exit_code == 2 and _counts(store)[0] == 0  # without --keep-going it stops at the first
@@ -124,9 +129,7 @@ def test_a_broken_archive_is_named_by_itself_and_its_member_never_by_a_temporary
 
 def test_ingest_json_lists_each_bundle_the_skipped_and_the_failed_with_totals(store, tmp_path):
     env = {"ATTRIBUTION_DATABASE_URL": store.url.render_as_string(hide_password=False)}
-    bad = tmp_path / "bad"
-    bad.mkdir()
-    (bad / "context.yaml").write_text("cluster: [unclosed\n")
+    bad = _broken_bundle(tmp_path)
     stray = tmp_path / "notes.txt"
     stray.write_text("x\n")
     good = INCIDENTS / "06-ib-link-down"
