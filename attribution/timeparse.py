@@ -1,4 +1,5 @@
-"""Time stamps as logs print them, turned into UTC: zones, ISO forms, year-less stamps."""
+"""Time stamps as logs print them, turned into UTC: zones, ISO forms, year-less stamps; and times a person types
+(parse_when: ISO 8601 or relative to now), read one way everywhere."""
 
 from __future__ import annotations
 
@@ -108,26 +109,38 @@ def format_utc(dt: datetime | None) -> str | None:
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-_RELATIVE = re.compile(r"^now(?:\s*([+-])\s*(\d{1,6})\s*(s|m|h|d|w))?$")
+_UNIT = (r"(s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|weeks?)")
+_RELATIVE = re.compile(r"^now(?:\s*([+-])\s*(\d{1,6})\s*" + _UNIT + ")?$")
+_AGO = re.compile(r"^(\d{1,6})\s*" + _UNIT + r"(?:\s+ago)?$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-WHEN_FORMS = "an ISO 8601 time (2026-11-30T08:00:00Z, 2026-11-30), now, now-7d, now-12h, today or yesterday"
+WHEN_FORMS = ("an ISO 8601 time (2026-11-30T08:00:00Z, 2026-11-30), now, now-7d, now+1h, 7d or 12h (that long "
+              "ago), today or yesterday")
+
+
+def _delta(count: str, unit: str) -> timedelta:
+    key = "m" if unit.startswith("mi") or unit == "m" else unit[0]  # minutes, not months: m, min, minutes
+    return timedelta(**{_UNITS[key]: int(count)})
 
 
 def parse_when(value: str, now: datetime) -> datetime:
-    """A time a person typed: ISO 8601, or relative to `now` (`now`, `now-7d`, `now-90m`, `now+1h`, `today`,
-    `yesterday`, the latter two at 00:00 UTC). Every command and endpoint that takes a time reads it this way,
-    so a wrong one always gets the same message."""
+    """A time a person typed, the one reading of every command option, API query parameter and dashboard field
+    that takes one (`--since`, `--until`, `--as-of`, `--older-than`, `?since=`, the jobs page's From): ISO 8601,
+    or relative to `now`: `now`, `now-7d`, `now - 90m`, `now+1h`; a bare age, `7d`, `12h`, `2 weeks ago`, is that
+    long before `now` (`--since 7d` is from 7 days ago, `--older-than 180d` before 180 days ago); `today` and
+    `yesterday` at 00:00 UTC. Units: s, m (minutes), h, d, w, also spelled out. A wrong one always gets the same
+    message."""
     text = value.strip().lower()
     if text in ("today", "yesterday"):
         day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
         return day - timedelta(days=1) if text == "yesterday" else day
-    m = _RELATIVE.match(text)
-    if m:
-        if not m.group(1):
-            return now
-        delta = timedelta(**{_UNITS[m.group(3)]: int(m.group(2))})
+    relative, ago = _RELATIVE.match(text), _AGO.match(text)
+    if relative and not relative.group(1):
+        return now
+    if relative or ago:
+        sign, count, unit = relative.groups() if relative else ("-", *ago.groups())
         try:
-            return now + delta if m.group(1) == "+" else now - delta
+            delta = _delta(count, unit)
+            return now + delta if sign == "+" else now - delta
         except OverflowError:
             raise TimeError(f"{value!r} is out of range") from None
     try:

@@ -42,6 +42,46 @@ def test_every_command_is_documented():
     assert missing == []
 
 
+def test_every_json_output_is_documented_in_the_cli_doc():
+    """docs/cli.md lists the document each command's --json prints."""
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    table = doc.split("## JSON", 1)[1].split("\n## ", 1)[0]
+    first_cells = [row.split("|")[1] for row in table.splitlines() if row.startswith("| `")]
+    named = {n for cell in first_cells for n in re.findall(r"`([a-z -]+)`", cell)}
+    with_json = [cmd for cmd in _commands(main) if "--json" in _options(main, cmd.split())]
+    assert len(with_json) >= 17
+    assert [cmd for cmd in with_json if cmd not in named] == []
+
+
+def _options(group: click.Group, words: list[str]) -> set[str]:
+    cmd = group
+    for w in words:
+        cmd = cmd.commands[w]
+    return {o for p in cmd.params for o in getattr(p, "opts", [])}
+
+
+def test_the_deploy_guide_installs_and_enables_every_shipped_unit():
+    """#32: docs/deploy.md described the prune and drain-sync units but its commands left them out."""
+    blocks, block = [], None
+    for line in (ROOT / "docs" / "deploy.md").read_text().splitlines():
+        if line.strip().startswith("```"):
+            block = [] if block is None else blocks.append("\n".join(block))
+        elif block is not None:
+            block.append(line)
+    copied = " ".join(b for b in blocks if "cp hooks/systemd/" in b)
+    enabled = " ".join(b for b in blocks if "systemctl enable" in b)
+    units = sorted(p.name for p in (ROOT / "hooks" / "systemd").iterdir())
+    assert len(units) >= 11
+    for unit in units:
+        stem = unit.rsplit(".", 1)[0]
+        assert f"hooks/systemd/{unit}" in copied or f"hooks/systemd/{stem}.*" in copied, unit
+        timer = f"{stem}.timer"
+        if unit.endswith(".timer"):
+            assert re.search(rf"\b{re.escape(timer)}\b", enabled), unit
+        elif timer not in units:  # a service without a timer runs by itself
+            assert re.search(rf"\b{re.escape(stem)}\b(?!-)", enabled), unit
+
+
 def test_every_view_is_documented():
     store_doc = (ROOT / "docs" / "store.md").read_text()
     for sql in (ROOT / "sql").glob("*.sql"):

@@ -8,7 +8,6 @@ import re
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -20,33 +19,10 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from attribution.cli import main
-from attribution.timeparse import TimeError, parse_when
 
 from tests.conftest import INCIDENTS, ROOT
 from tests.harness.demo_store import demo_store  # noqa: F401  (fixture)
 from tests.harness.service import start_service
-
-UTC = timezone.utc
-NOW = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
-
-
-# -- relative times ----------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("value,expected", [
-    ("now", NOW), ("now-7d", datetime(2026, 11, 24, 9, 30, tzinfo=UTC)), ("now - 90m", datetime(2026, 12, 1, 8, 0,
-                                                                                                  tzinfo=UTC)),
-    ("now+1h", datetime(2026, 12, 1, 10, 30, tzinfo=UTC)), ("now-2w", datetime(2026, 11, 17, 9, 30, tzinfo=UTC)),
-    ("today", datetime(2026, 12, 1, tzinfo=UTC)), ("Yesterday", datetime(2026, 11, 30, tzinfo=UTC)),
-    ("2026-11-30T08:00:00Z", datetime(2026, 11, 30, 8, tzinfo=UTC)), ("2026-11-30", datetime(2026, 11, 30, tzinfo=UTC)),
-])
-def test_times_a_person_types(value, expected):
-    assert parse_when(value, NOW) == expected
-
-
-@pytest.mark.parametrize("value", ["last tuesday", "now-7", "now-7y", "7d", "now-9999999d", ""])
-def test_a_time_that_is_not_one_gets_one_wording(value):
-    with pytest.raises(TimeError, match=r"not a time: .* \(use an ISO 8601 time .*now-7d"):
-        parse_when(value, NOW)
 
 
 # -- the lookup commands ------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from attribution.timeparse import TimeError, YearGuesser, format_utc, parse_iso, resolve_zone
+from attribution.timeparse import TimeError, YearGuesser, format_utc, parse_iso, parse_when, resolve_zone
 
 UTC = timezone.utc
 
@@ -69,3 +69,36 @@ def test_format_utc_writes_z_and_keeps_microseconds_only_when_there_are_some():
     assert format_utc(None) is None
     assert format_utc(datetime(2026, 3, 10, 18, 14, 37, tzinfo=resolve_zone("+09:00"))) == "2026-03-10T09:14:37Z"
     assert format_utc(datetime(2026, 3, 10, 9, 14, 37, 5, tzinfo=UTC)) == "2026-03-10T09:14:37.000005Z"
+
+
+# -- times a person types: every option, query parameter and dashboard field that takes one ----------------------
+
+NOW = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("value,expected", [
+    ("now", NOW), ("now-7d", datetime(2026, 11, 24, 9, 30, tzinfo=UTC)), ("now - 90m", datetime(2026, 12, 1, 8, 0,
+                                                                                                  tzinfo=UTC)),
+    ("now+1h", datetime(2026, 12, 1, 10, 30, tzinfo=UTC)), ("now-2w", datetime(2026, 11, 17, 9, 30, tzinfo=UTC)),
+    ("today", datetime(2026, 12, 1, tzinfo=UTC)), ("Yesterday", datetime(2026, 11, 30, tzinfo=UTC)),
+    ("2026-11-30T08:00:00Z", datetime(2026, 11, 30, 8, tzinfo=UTC)), ("2026-11-30", datetime(2026, 11, 30, tzinfo=UTC)),
+    # a bare age is that long ago (#32: `--since 7d` was refused while `prune --older-than 180d` took it)
+    ("7d", datetime(2026, 11, 24, 9, 30, tzinfo=UTC)), ("12h", datetime(2026, 11, 30, 21, 30, tzinfo=UTC)),
+    ("180d", datetime(2026, 6, 4, 9, 30, tzinfo=UTC)), ("90m", datetime(2026, 12, 1, 8, 0, tzinfo=UTC)),
+    ("2 weeks ago", datetime(2026, 11, 17, 9, 30, tzinfo=UTC)), ("30 min", datetime(2026, 12, 1, 9, 0, tzinfo=UTC)),
+    ("now-1 day", datetime(2026, 11, 30, 9, 30, tzinfo=UTC)), ("45s", datetime(2026, 12, 1, 9, 29, 15, tzinfo=UTC)),
+])
+def test_times_a_person_types(value, expected):
+    assert parse_when(value, NOW) == expected
+
+
+@pytest.mark.parametrize("value", ["last tuesday", "now-7", "now-7y", "7", "7 months", "-7d", "now-9999999d", ""])
+def test_a_time_that_is_not_one_gets_one_wording(value):
+    forms = r"\(use an ISO 8601 time .*now-7d, .*7d or 12h \(that long ago\)"
+    with pytest.raises(TimeError, match=r"not a time: .* " + forms):
+        parse_when(value, NOW)
+
+
+def test_an_age_beyond_the_calendar_is_out_of_range():
+    with pytest.raises(TimeError, match="out of range"):
+        parse_when("999999w", NOW)

@@ -9,12 +9,11 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, Path, Query
 
 from attribution.api.schemas import (ERROR_RESPONSES, ClusterName, ClusterPath, JobRowsOut, Name, NodeHistoryOut,
-                                     NodeName, NodePath, Time)
+                                     NodeName, NodePath, When)
 from attribution.api.security import policy, require
 from attribution.api.service import Service
 from attribution.model import OUTCOMES as VERDICT_OUTCOMES
 from attribution.store import browse
-from attribution.timeparse import parse_iso
 
 UTC = timezone.utc
 OUTCOMES = ("failed",) + VERDICT_OUTCOMES
@@ -25,9 +24,10 @@ Cursor = Annotated[str, Query(max_length=200, pattern=r"^[A-Za-z0-9_-]+$",
 
 
 def job_filter(cluster: ClusterName | None = None, outcome: str | None = None, node: str | None = None,
-               user: Name | None = None, since: str | None = None, until: str | None = None) -> browse.JobFilter:
+               user: Name | None = None, since: datetime | None = None,
+               until: datetime | None = None) -> browse.JobFilter:
     return browse.JobFilter(cluster=cluster, outcome=outcome, node=node, user=user,
-                            since=parse_iso(since) if since else None, until=parse_iso(until) if until else None)
+                            since=since, until=until)
 
 
 def add_browse_routes(app: FastAPI, svc: Service) -> None:
@@ -45,8 +45,8 @@ def add_browse_routes(app: FastAPI, svc: Service) -> None:
     async def get_jobs(cluster: Annotated[ClusterName | None, Query()] = None, outcome: Outcome | None = None,
                        node: Annotated[NodeName | None, Query(description="jobs that ran on this node")] = None,
                        user: Annotated[Name | None, Query()] = None,
-                       since: Annotated[Time | None, Query(description="job end (or start) from")] = None,
-                       until: Annotated[Time | None, Query(description="job end (or start) before")] = None,
+                       since: Annotated[When | None, Query(description="job end (or start) from")] = None,
+                       until: Annotated[When | None, Query(description="job end (or start) before")] = None,
                        after: Cursor | None = None,
                        limit: Annotated[int, Query(ge=1, le=500)] = 50) -> JobRowsOut:
         where = job_filter(cluster, outcome, node, user, since, until)

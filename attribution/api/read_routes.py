@@ -9,9 +9,9 @@ from fastapi import Depends, FastAPI, HTTPException, Path, Query
 from fastapi.responses import JSONResponse
 
 from attribution.store import reads
-from attribution.timeparse import format_utc, parse_iso
+from attribution.timeparse import format_utc
 from attribution.api.schemas import (ERROR_RESPONSES, ClusterName, ClusterPath, JobIdPath, Name, NodeEventsOut,
-                                     NodeName, NodePath, RowsOut, Time)
+                                     NodeName, NodePath, RowsOut, When)
 from attribution.api.security import policy, require
 from attribution.api.service import Service
 
@@ -27,10 +27,6 @@ VERDICT_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _time(value: str | None) -> datetime | None:
-    return None if value is None else parse_iso(value)  # Time already checked the form and the range
-
-
 def add_read_routes(app: FastAPI, svc: Service) -> None:
     reader = [Depends(require("read"))]
 
@@ -44,10 +40,10 @@ def add_read_routes(app: FastAPI, svc: Service) -> None:
              openapi_extra=policy("read"), responses=VERDICT_RESPONSES, response_class=JSONResponse,
              summary="The job's current verdict (the JSON of docs/verdict.md)")
     async def get_verdict(cluster: Annotated[ClusterPath, Path()], job_id: Annotated[JobIdPath, Path()],
-                          start: Annotated[Time | None, Query(
+                          start: Annotated[When | None, Query(
                               description="the job's start time, to pick one of several jobs with this id "
                                           "(Slurm ids wrap); default: the newest")] = None) -> JSONResponse:
-        got = await on_db(reads.verdict_state, cluster, job_id, _time(start))
+        got = await on_db(reads.verdict_state, cluster, job_id, start)
         if got is None:
             raise HTTPException(404, f"no verdict for job {job_id} on cluster {cluster}")
         # true while reports stored since await their attribution (the settle interval): read again to have it
@@ -57,12 +53,12 @@ def add_read_routes(app: FastAPI, svc: Service) -> None:
              tags=["read"], openapi_extra=policy("read"), responses=ERROR_RESPONSES,
              summary="A node's distinct fault events in a time range, oldest first")
     async def get_node_events(cluster: Annotated[ClusterPath, Path()], node: Annotated[NodePath, Path()],
-                              since: Annotated[Time | None, Query(description="from (inclusive); default: "
+                              since: Annotated[When | None, Query(description="from (inclusive); default: "
                                                                               "7 days ago")] = None,
-                              until: Annotated[Time | None, Query(description="to (exclusive)")] = None,
+                              until: Annotated[When | None, Query(description="to (exclusive)")] = None,
                               limit: Limit = 1000) -> NodeEventsOut:
-        lo = _time(since) or datetime.now(UTC) - DEFAULT_SINCE
-        hi = _time(until)
+        lo = since or datetime.now(UTC) - DEFAULT_SINCE
+        hi = until
         events, truncated = await on_db(reads.node_events, cluster, node, lo, hi, limit)
         return NodeEventsOut(cluster=cluster, node=node, since=format_utc(lo), until=format_utc(hi),
                              events=events, truncated=truncated)

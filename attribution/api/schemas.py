@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from attribution import names
 from attribution.api.intake import REPORT_SOURCES
 from attribution.api.segments import from_segment
-from attribution.timeparse import TimeError, parse_iso
+from attribution.timeparse import WHEN_FORMS, TimeError, parse_iso, parse_when
 
 UTC = timezone.utc
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
@@ -45,6 +45,22 @@ def _iso_time(value: str) -> str:
     return value
 
 
+def _when(value: Any) -> datetime:
+    """A query parameter's time, read as the command line reads one (timeparse.parse_when: `now-7d`, `7d`,
+    `yesterday`, ISO 8601), relative to the time of the request."""
+    if not isinstance(value, str):
+        raise ValueError("a time is text")
+    if len(value) > 64:
+        raise ValueError("a time is at most 64 characters")
+    try:
+        t = parse_when(value, datetime.now(UTC))
+    except TimeError as exc:
+        raise ValueError(str(exc)) from None
+    if not EARLIEST <= t < LATEST:
+        raise ValueError(f"time {value[:64]!r} is outside 1970..2200")
+    return t
+
+
 Text = Annotated[str, Field(max_length=1 << 20), AfterValidator(_storable)]
 Name = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_storable)]
 #: A cluster's or a node's name, a job's id: the rule of attribution/names.py, the same at every intake.
@@ -60,6 +76,9 @@ NodePath = Annotated[NodeName, BeforeValidator(from_segment)]
 JobIdPath = Annotated[JobId, BeforeValidator(from_segment)]
 Time = Annotated[str, Field(max_length=64), AfterValidator(_iso_time),
                  WithJsonSchema({"type": "string", "format": "date-time"})]
+#: A time in a query (`?since=now-7d`): what a person types, as the command line takes it; bodies take Time.
+When = Annotated[datetime, BeforeValidator(_when),
+                 WithJsonSchema({"type": "string", "maxLength": 64, "description": f"{WHEN_FORMS} (docs/cli.md)"})]
 Count = Annotated[int, Field(ge=1, le=1_000_000)]
 
 

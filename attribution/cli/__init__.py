@@ -1,7 +1,8 @@
 """The command line. The only place (with the hooks and the API) where errors become exit codes.
 
-Exit codes: 0 done (whatever the verdict), 1 a check found problems, 2 bad input or configuration, 3 the
-database could not be reached or refused the work.
+Exit codes: 0 done (whatever the verdict; also when the reader of the output went away, as `attribution jobs | head -1`
+does), 1 a check found problems, 2 bad input or configuration, 3 the database could not be reached or refused the
+work.
 """
 
 from __future__ import annotations
@@ -25,12 +26,50 @@ EXTRA_OF = {"click": "engine", "yaml": "engine", "jsonschema": "engine", "refere
             "prometheus_client": "server", "httpx": "server", "kubernetes": "kubernetes", "urllib3": "kubernetes"}
 
 
+def _stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe (or socket) whose reader has gone: then a BrokenPipeError was ours to
+    write, not one of a socket or a subprocess the command talks to (a webhook, the service), which stays an error.
+    poll reports POLLERR on a pipe without readers (Linux, the BSDs)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        p = select.poll()
+        p.register(fd, select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
+    except (AttributeError, OSError, ValueError):  # no real file descriptor (a test runner's capture)
+        return False
+
+
+def _output_unread() -> None:
+    """The reader of our output went away (`attribution jobs | head -1`): what it did not read is not wanted, so
+    the command is done. Standard output goes to /dev/null, so that flushing it at exit raises nothing."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(0)
+
+
 class _Group(click.Group):
     """Turns domain errors into one clear line on stderr and an exit code, never a traceback."""
+
+    def make_context(self, *args, **kwargs) -> click.Context:
+        try:  # `attribution --help | head -1`: the help is written while the arguments are read
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            if not _stdout_reader_gone():
+                raise
+            _output_unread()
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            if not _stdout_reader_gone():
+                raise
+            _output_unread()
         except RulePackError as exc:
             for p in exc.problems:
                 click.echo(str(p), err=True)

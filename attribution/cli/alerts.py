@@ -25,8 +25,11 @@ def alerts_group() -> None:
 
 @alerts_group.command("send")
 @click.option("--dry-run", is_flag=True, help="Print what would be sent; send nothing, move no cursor.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object: dry_run, the alerts (event, key, summary, labels, details, link, sinks), "
+                   "suppressed, pending (deliveries still owed, by sink), failed, gave_up.")
 @click.pass_context
-def alerts_send(ctx: click.Context, dry_run: bool) -> None:
+def alerts_send(ctx: click.Context, dry_run: bool, as_json: bool) -> None:
     """Send an alert for each infrastructure verdict and drain decision stored since the last run, once per key
     (node, outcome, kind) and cooldown, to each sink once; a sink that failed before is tried again when its wait
     is over. Exits 3 when a sink did not take an alert (tried again on a later run) or was given up on."""
@@ -37,7 +40,21 @@ def alerts_send(ctx: click.Context, dry_run: bool) -> None:
     settings = _alert_settings(ctx)
     with open_store(ctx) as engine:
         report = send_new(engine, settings, datetime.now(timezone.utc), dry_run=dry_run)
-    if dry_run:
+    if as_json:
+        import dataclasses
+        import json
+
+        if dry_run:
+            alerts = [dataclasses.asdict(a) | {"sinks": list(sinks)} for a, sinks in report.decided]
+        else:
+            by_key: dict = {}
+            for alert, sink in report.sent:
+                by_key.setdefault(alert.key, dataclasses.asdict(alert) | {"sinks": []})["sinks"].append(sink)
+            alerts = list(by_key.values())
+        click.echo(json.dumps({"dry_run": dry_run, "alerts": alerts, "suppressed": report.suppressed,
+                               "pending": dict(sorted(report.pending.items())), "failed": list(report.failed),
+                               "gave_up": list(report.gave_up)}, indent=2, default=str))
+    elif dry_run:
         for alert, sinks in report.decided:
             click.echo(f"would send {alert.summary} (to {', '.join(sinks)})")
     else:

@@ -14,26 +14,14 @@ import click
 
 from attribution.cli import main, ruleset_of, settings_of
 from attribution.cli.connector_options import apply_connector_options, connector_options
+from attribution.cli.times import FORMS, when
 
 UTC = timezone.utc
 
 
-def _when(value: str | None, flag: str) -> datetime | None:
-    from attribution.timeparse import TimeError, parse_iso
-
-    if value is None:
-        return None
-    try:
-        return parse_iso(value)
-    except TimeError:
-        raise click.BadParameter(f"{value!r} is not a date or ISO 8601 time (UTC unless it says otherwise)",
-                                 param_hint=flag) from None
-
-
 @main.command()
-@click.option("--since", required=True, metavar="DATE", help="Jobs that ended at or after this time (UTC date or ISO "
-                                                             "8601 time).")
-@click.option("--until", default=None, metavar="DATE", help="... and before this time (default: now).")
+@click.option("--since", required=True, metavar="TIME", help=f"Jobs that ended at or after this time: {FORMS}")
+@click.option("--until", default=None, metavar="TIME", help="... and before this time (default: now).")
 @click.option("--redo", is_flag=True, help="Diagnose jobs again even when the store already has them.")
 @click.option("--kueue", is_flag=True, help="Kueue workloads from the Kubernetes API instead of Slurm jobs (the runs "
                                             "the API server still holds, stored as `watch kueue` stores them).")
@@ -49,10 +37,11 @@ def backfill(ctx: click.Context, since: str, until: str | None, redo: bool, kueu
     from attribution.store.jobkeys import is_stored, stored_job_starts
     from attribution.cli.db import open_store
 
-    since_t = _when(since, "--since")
-    until_t = _when(until, "--until") or datetime.now(UTC)
+    now = datetime.now(UTC)
+    since_t = when("--since", since, now)
+    until_t = when("--until", until, now) or now
     if until_t <= since_t:
-        raise click.BadParameter("must be after --since", param_hint="--until")
+        raise InputError("--until", "must be after --since")
     if kueue:
         from attribution.cli.watch import backfill_kueue_command
 

@@ -1,4 +1,4 @@
-"""Commands that use the store: `db ...`, `ingest`, `demo`."""
+"""Commands that use the store: `db ...`, `demo` (`ingest`: cli/ingest.py)."""
 
 from __future__ import annotations
 
@@ -61,22 +61,30 @@ def db_upgrade(ctx: click.Context) -> None:
 
 
 @db.command("status")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: database, revision, newest, kept_for_replay.")
 @click.pass_context
-def db_status(ctx: click.Context) -> None:
+def db_status(ctx: click.Context, as_json: bool) -> None:
     """Where the database is and which schema revision it has."""
+    import json
+
     from attribution.store import migrate
     from attribution.store.db import describe
 
     from attribution.store.evidence import evidence_size
 
     with open_store(ctx, auto_migrate=False) as engine:
-        click.echo(f"database  {describe(engine.url)}")
-        click.echo(f"revision  {migrate.current(engine) or '(empty)'} (newest {migrate.head()})")
+        where, revision = describe(engine.url), migrate.current(engine)
         with engine.connect() as conn:
             size = evidence_size(conn)
-        if size is not None:
-            click.echo(f"kept for replay  {size['jobs']} job(s), {size['lines']} line(s), "
-                       f"{size['raw_bytes'] / 1e6:.1f} MB ({size['stored_bytes'] / 1e6:.1f} MB compressed)")
+    if as_json:
+        click.echo(json.dumps({"database": where, "revision": revision, "newest": migrate.head(),
+                               "kept_for_replay": size}, indent=2))
+        return
+    click.echo(f"database  {where}")
+    click.echo(f"revision  {revision or '(empty)'} (newest {migrate.head()})")
+    if size is not None:
+        click.echo(f"kept for replay  {size['jobs']} job(s), {size['lines']} line(s), "
+                   f"{size['raw_bytes'] / 1e6:.1f} MB ({size['stored_bytes'] / 1e6:.1f} MB compressed)")
 
 
 @db.command("distribute")
@@ -113,7 +121,8 @@ def db_drop_events_month(ctx: click.Context, month: str) -> None:
 
 @db.command("prune")
 @click.option("--older-than", "older_than", required=True, metavar="AGE",
-              help="What ended or happened before this is removed: 180d, 26w, or a time (2026-01-01, now-180d).")
+              help="What ended or happened before this is removed: an age (180d, 26w) or a time (2026-01-01, "
+                   "now-180d; docs/cli.md).")
 @click.option("--batch", default=5000, show_default=True, help="Rows per delete transaction.")
 @click.option("--lock-timeout", "lock_timeout", default=2.0, show_default=True,
               help="Seconds a month's detach may wait for its lock on events (then it is left for the next run).")
@@ -127,19 +136,12 @@ def db_prune(ctx: click.Context, older_than: str, batch: int, lock_timeout: floa
     import json
     from datetime import datetime, timezone
 
-    import re
-
+    from attribution.cli.times import when
     from attribution.errors import InputError
     from attribution.store.retention import prune
-    from attribution.errors import TimeError
-    from attribution.timeparse import parse_when
 
     now = datetime.now(timezone.utc)
-    value = older_than.strip()
-    try:  # an age (180d) is that long before now; anything else is a time as every command takes one
-        cutoff = parse_when(f"now-{value}" if re.fullmatch(r"\d{1,6}[smhdw]", value) else value, now)
-    except TimeError as exc:
-        raise InputError("--older-than", str(exc)) from None
+    cutoff = when("--older-than", older_than, now)  # an age (180d) is that long before now
     if cutoff > now:
         raise InputError(older_than, "the cutoff is in the future")
     if batch < 1:
@@ -240,85 +242,6 @@ def db_attribute_pending(ctx: click.Context, timeout: float | None) -> None:
         make_partitions_ahead(engine)  # the timer's maintenance step: next year's partitions, before they are due
         n = attribute_all_pending(rs, engine, deadline)
     click.echo(f"attributed {n} pending job(s)")
-
-
-@main.command()
-@click.argument("bundles", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--keep-going", is_flag=True,
-              help="Go on past a bundle that cannot be read or stored; exit 2 at the end if any could not.")
-@click.pass_context
-def ingest(ctx: click.Context, bundles: tuple[Path, ...], keep_going: bool) -> None:
-    """Diagnose and store incident bundles (idempotent: ingesting again adds nothing).
-
-    Each BUNDLE is a bundle folder, a bundle as .tar.gz, or a folder of bundle folders; anything else is skipped
-    with a note. Prints one line per bundle (with its place among them) and a summary."""
-    from attribution.errors import InputError
-    from attribution.pipeline.ingest import ingest_bundle
-
-    found, skipped = _bundles(bundles)
-    rs = ruleset_of(ctx)
-    stored = new_events = new_verdicts = 0
-    failed: list[str] = []
-    with open_store(ctx) as engine:
-        for i, b in enumerate(found, start=1):
-            place = f"[{i}/{len(found)}] " if len(found) > 1 else ""
-            try:
-                with _opened(b) as folder:
-                    result, verdict = ingest_bundle(rs, engine, folder)
-            except InputError as exc:
-                if not keep_going:
-                    raise
-                click.echo(f"attribution: {exc}", err=True)
-                failed.append(str(b))
-                continue
-            stored += 1
-            new_events += result.new_events
-            new_verdicts += int(result.verdict_changed)
-            outcome = verdict.outcome if verdict else "(attributed by another process)"
-            click.echo(f"{place}{b}: {outcome:<16} {result.new_events:>5} new event(s), "
-                       f"{'new verdict' if result.verdict_changed else 'verdict unchanged'}")
-    if len(found) > 1 or skipped or failed:
-        click.echo(f"ingested {stored} bundle(s): {new_events} new event(s), {new_verdicts} new verdict(s)"
-                   + (f"; skipped {skipped}" if skipped else "") + (f"; {len(failed)} failed" if failed else ""),
-                   err=True)
-    if failed:
-        raise SystemExit(2)
-
-
-def _bundles(paths: tuple[Path, ...]) -> tuple[list[Path], int]:
-    """The bundles the arguments name, and how many arguments were skipped as not bundles (with a note each).
-    A path that does not exist is bad input."""
-    from attribution.errors import InputError
-
-    found: list[Path] = []
-    skipped = 0
-    for p in paths:
-        if not p.exists() and not p.is_symlink():
-            raise InputError(p, "no such file or directory")
-        if p.is_dir() and (p / "context.yaml").is_file():
-            found.append(p)
-        elif p.is_file() and p.name.endswith((".tar.gz", ".tgz")):
-            found.append(p)
-        elif p.is_dir() and (inner := sorted(c for c in p.iterdir() if c.is_dir() and (c / "context.yaml").is_file())):
-            found.extend(inner)
-        else:
-            click.echo(f"note: {p}: skipped, not a bundle (no context.yaml, not a .tar.gz)", err=True)
-            skipped += 1
-    return found, skipped
-
-
-@contextlib.contextmanager
-def _opened(bundle: Path):
-    """A bundle folder as it is, or a .tar.gz bundle unpacked (within the archive limits) into a temporary one."""
-    if bundle.is_dir():
-        yield bundle
-        return
-    from attribution.scope.archive import ArchiveLimits, unpack
-
-    with tempfile.TemporaryDirectory(prefix="attribution-bundle-") as tmp, open(bundle, "rb") as f:
-        dest = Path(tmp) / "bundle"
-        dest.mkdir()
-        yield unpack(f, dest, ArchiveLimits())
 
 
 @main.command()

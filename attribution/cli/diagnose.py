@@ -39,8 +39,8 @@ from attribution.cli.connector_options import apply_connector_options, connector
 def diagnose(ctx: click.Context, bundle: Path | None, slurm_job: str | None, kueue_workload: str | None,
              context_file: Path | None, pod_selector: str | None, job_output: tuple[Path, ...], as_json: bool,
              max_symptoms: int | None, html_out: Path | None, **connector_flags) -> None:
-    """Diagnose one job (no database): an incident BUNDLE offline, or a live --slurm-job / --kueue-workload /
-    --context with the configured connectors. Exit 0 whatever the outcome."""
+    """Diagnose one job (no database): an incident BUNDLE (a folder, or a .tar.gz of one) offline, or a live
+    --slurm-job / --kueue-workload / --context with the configured connectors. Exit 0 whatever the outcome."""
     from attribution.pipeline.diagnose import LISTED_SYMPTOMS, diagnose_bundle
     from attribution.pipeline.live import diagnose_kueue_workload, diagnose_slurm_job, diagnose_static
     from attribution.reports.render import render_text, verdict_to_dict
@@ -52,9 +52,12 @@ def diagnose(ctx: click.Context, bundle: Path | None, slurm_job: str | None, kue
         if any(v for v in connector_flags.values()) or job_output or pod_selector:
             raise click.UsageError("a BUNDLE carries its own evidence: connector flags go with --slurm-job, "
                                    "--kueue-workload or --context")
+        from attribution.cli.bundles import opened
+
         # symptoms folded as they stream: memory bounded however noisy the logs, unless the timeline wants every
-        # event
-        d = diagnose_bundle(ruleset_of(ctx), bundle, max_symptoms, keep_events=html_out is not None)
+        # event. A .tar.gz bundle is unpacked as `ingest` and POST /v1/diagnose unpack it.
+        with opened(bundle) as folder:
+            d = diagnose_bundle(ruleset_of(ctx), folder, max_symptoms, keep_events=html_out is not None)
     else:
         settings = apply_connector_options(settings_of(ctx), **connector_flags)
         if context_file is not None:
@@ -96,11 +99,19 @@ def rules_path(ctx: click.Context) -> None:
 @click.option("--hook-filter", "hook_filter", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="The node hook's filter file to compare with the pack (default: hooks/suspicious.patterns "
                    "beside the pack, when there is one).")
-def rules_check(directory: Path | None, hook_filter: Path | None) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object: ok, problems (each `path:line: message`), summary; the exit code is the same.")
+def rules_check(directory: Path | None, hook_filter: Path | None, as_json: bool) -> None:
     """Validate a rule pack; every problem printed as path:line: message; exit 1 if any."""
     from attribution.pipeline.rulecheck import check_pack
 
     problems, summary = check_pack(directory, hook_filter)
+    if as_json:
+        click.echo(json.dumps({"ok": not problems, "summary": None if problems else summary,
+                               "problems": [str(p) for p in problems]}, indent=2))
+        if problems:
+            sys.exit(EXIT_PROBLEMS)
+        return
     for p in problems:
         click.echo(str(p))
     if problems:

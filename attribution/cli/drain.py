@@ -13,7 +13,7 @@ import click
 
 from attribution.cli import main, ruleset_of, settings_of
 from attribution.cli.db import open_store
-from attribution.cli.times import when
+from attribution.cli.times import FORMS, when
 
 UTC = timezone.utc
 
@@ -53,8 +53,9 @@ def drain() -> None:
 @drain.command("plan")
 @click.option("--cluster", default=None, help="Only this cluster.")
 @click.option("--as-of", "as_of", default=None,
-              help="The plan as it would have been at this time, from the evidence of up to then (docs/replay.md).")
-@click.option("--json", "as_json", is_flag=True)
+              help="The plan as it would have been at this time, from the evidence of up to then (docs/replay.md): "
+                   f"{FORMS}")
+@click.option("--json", "as_json", is_flag=True, help="A JSON list of the candidates (docs/cli.md).")
 @click.pass_context
 def drain_plan(ctx: click.Context, cluster: str | None, as_of: str | None, as_json: bool) -> None:
     """The nodes the policy would drain now (or at --as-of), with a reason fit for Slurm and the evidence."""
@@ -143,16 +144,25 @@ def drain_sync_nodes(ctx: click.Context, cluster: str | None, scontrol: str) -> 
 
 @drain.command("log")
 @click.option("--cluster", default=None)
-@click.option("--limit", default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(1, None), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="A JSON list of the decisions (at, cluster, node, decision, "
+                                                      "reason, detail), newest first.")
 @click.pass_context
-def drain_log(ctx: click.Context, cluster: str | None, limit: int) -> None:
+def drain_log(ctx: click.Context, cluster: str | None, limit: int, as_json: bool) -> None:
     """The audit of drain decisions, newest first."""
     from attribution.store import drain as sd
+    from attribution.timeparse import format_utc
 
     with open_store(ctx) as engine:
-        for a in sd.actions(engine, cluster, limit):
-            click.echo(f"{a['at']:%Y-%m-%d %H:%M:%S}  {a['decision']:<8} {a['cluster']}/{a['node']:<16} "
-                       f"{a['reason'] or ''}  {a['detail'] or ''}")
+        rows = sd.actions(engine, cluster, limit)
+    if as_json:
+        click.echo(json.dumps([{**a, "at": format_utc(a["at"])} for a in rows], indent=2))
+        return
+    if not rows:
+        click.echo("no drain decision recorded" + (f" for cluster {cluster}" if cluster else ""))
+    for a in rows:
+        click.echo(f"{a['at']:%Y-%m-%d %H:%M:%S}  {a['decision']:<8} {a['cluster']}/{a['node']:<16} "
+                   f"{a['reason'] or ''}  {a['detail'] or ''}")
 
 
 def _policy_file(ctx: click.Context, path: Path | None):
@@ -186,10 +196,10 @@ def _policy_file(ctx: click.Context, path: Path | None):
 @click.option("--policy", "policies", multiple=True, type=click.Path(path_type=Path),
               help="A drain policy file (drain-policy.yaml's format); twice to compare two side by side "
                    "(default: the rule pack's).")
-@click.option("--since", required=True, help="Start of the period (ISO 8601 or now-30d, ...).")
+@click.option("--since", required=True, help=f"Start of the period: {FORMS}")
 @click.option("--until", default=None, help="End of the period (default: now).")
 @click.option("--cluster", default=None, help="Only this cluster.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: the period and each policy's replay.")
 @click.pass_context
 def drain_backtest(ctx: click.Context, policies, since: str, until: str | None, cluster: str | None,
                    as_json: bool) -> None:

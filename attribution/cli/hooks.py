@@ -139,11 +139,18 @@ def spool_flush(ctx: click.Context, wait: bool, timeout: float | None) -> None:
 
 
 @spool_group.command("status")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: spool, pending, bad.")
 @click.pass_context
-def spool_status(ctx: click.Context) -> None:
+def spool_status(ctx: click.Context, as_json: bool) -> None:
     """How many reports wait in the controller's spool, and how many were set aside."""
+    import json
+
     from attribution.node import spool
 
     folder = Path(settings_of(ctx).spool)
     bad = list((folder / "bad").glob("*.spool")) if (folder / "bad").is_dir() else []
-    click.echo(f"{folder}: {len(spool.pending(folder))} pending, {len(bad)} bad")
+    pending = len(spool.pending(folder))
+    if as_json:
+        click.echo(json.dumps({"spool": str(folder), "pending": pending, "bad": len(bad)}, indent=2))
+        return
+    click.echo(f"{folder}: {pending} pending, {len(bad)} bad")

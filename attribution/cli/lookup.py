@@ -13,11 +13,17 @@ import click
 
 from attribution.cli import main
 from attribution.cli.db import open_store
-from attribution.cli.times import when
+from attribution.cli.columns import table
+from attribution.cli.times import FORMS, when
 from attribution.model import OUTCOMES as VERDICT_OUTCOMES
 
 UTC = timezone.utc
 OUTCOMES = ("failed",) + VERDICT_OUTCOMES
+
+
+JOB_COLUMNS = ("cluster", "job", "ended", "state", "outcome", "root cause", "culprits")
+#: the widest each column but the last (culprits) may be: a longer value is cut with `…`
+JOB_CAPS = (20, 20, 20, 20, 15, 48)
 
 
 def _short(value: str | None) -> str:
@@ -26,15 +32,15 @@ def _short(value: str | None) -> str:
 
 @main.command("jobs")
 @click.option("--cluster", default=None, help="Only this cluster's jobs.")
-@click.option("--since", default=None, help="Jobs that ended (or started, while running) from this time: ISO 8601 "
-                                            "or now-7d, yesterday, ...")
+@click.option("--since", default=None,
+              help=f"Jobs that ended (or started, while running) from this time: {FORMS}")
 @click.option("--until", default=None, help="... and before this time.")
 @click.option("--outcome", type=click.Choice(OUTCOMES), default=None,
               help="Only this outcome; `failed` is every outcome but none.")
 @click.option("--node", default=None, help="Only jobs that ran on this node.")
 @click.option("--user", default=None, help="Only this user's jobs.")
 @click.option("--limit", type=click.IntRange(1, 100000), default=50, show_default=True, help="At most this many.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: the jobs and the cursor of the rest.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: the jobs, and whether there are more (docs/cli.md).")
 @click.pass_context
 def jobs(ctx: click.Context, cluster, since, until, outcome, node, user, limit, as_json) -> None:
     """Stored jobs with their current verdict, newest first."""
@@ -51,12 +57,14 @@ def jobs(ctx: click.Context, cluster, since, until, outcome, node, user, limit, 
     if not rows:
         click.echo("no job matches", err=True)
         return
-    click.echo(f"{'cluster':<10} {'job':<12} {'ended':<20} {'state':<13} {'outcome':<15} {'root cause':<28} culprits")
+    cells = []
     for r in rows:
         root = (r["root_kind"] or "-") + (f" {r['root_code']}" if r["root_code"] is not None else "")
         root += f" @{r['root_node']}" if r["root_node"] else ""
-        click.echo(f"{r['cluster']:<10} {r['job_id']:<12} {_short(r['job_time']):<20} {r['state']:<13} "
-                   f"{r['outcome'] or 'not attributed':<15} {root:<28} {','.join(r['culprit_nodes'] or []) or '-'}")
+        cells.append([r["cluster"], r["job_id"], _short(r["job_time"]), r["state"] or "-",
+                      r["outcome"] or "not attributed", root, ",".join(r["culprit_nodes"] or []) or "-"])
+    for line in table(JOB_COLUMNS, cells, JOB_CAPS):
+        click.echo(line)
     if nxt is not None:
         click.echo(f"(more than {limit}; narrow the filters or raise --limit)", err=True)
 

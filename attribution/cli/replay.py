@@ -10,9 +10,9 @@ import click
 from attribution.cli import main, ruleset_of
 from attribution.cli.db import open_store
 from attribution.cli.diagnose import rules
-from attribution.cli.times import when
+from attribution.cli.times import FORMS, when
 
-SINCE_HELP = "Only jobs that ended from this time: ISO 8601 or now-30d, yesterday, ..."
+SINCE_HELP = f"Only jobs that ended from this time: {FORMS}"
 
 
 @rules.command("diff")

@@ -24,19 +24,15 @@ def report_group() -> None:
 @click.option("--out", "out", type=click.Path(path_type=Path), required=True,
               help="The HTML file to write (one self-contained page).")
 @click.option("--start", default=None,
-              help="The job's start time (ISO 8601) when its id was used more than once (default: the newest).")
+              help="The job's start time when its id was used more than once (default: the newest).")
 @click.pass_context
 def report_job(ctx: click.Context, cluster: str, job_id: str, out: Path, start: str | None) -> None:
     """The timeline of a stored job, from its current verdict and its events."""
-    from attribution.errors import InputError
     from attribution.store.reports import stored_job
     from attribution.reports.timeline import write_document_timeline
-    from attribution.timeparse import TimeError, parse_iso
+    from attribution.cli.times import when
 
-    try:
-        started = parse_iso(start) if start else None
-    except (TimeError, ValueError) as exc:
-        raise InputError("--start", str(exc)) from None
+    started = when("--start", start)
     with open_store(ctx) as engine:
         job = stored_job(engine, cluster, job_id, started)
     write_document_timeline(job.document, job.events, out)
@@ -56,14 +52,10 @@ def report_job(ctx: click.Context, cluster: str, job_id: str, out: Path, start: 
 def report_fleet(ctx: click.Context, weeks: int, out: Path, until: str | None) -> None:
     """A static HTML report over the fleet views: failures, faults, recurring nodes and GPUs, drain candidates,
     GPU-hours lost."""
-    from attribution.errors import InputError
     from attribution.reports.fleet import write_fleet_report
-    from attribution.timeparse import TimeError, parse_iso
+    from attribution.cli.times import when
 
-    try:
-        end = parse_iso(until) if until else None
-    except (TimeError, ValueError) as exc:
-        raise InputError("--until", str(exc)) from None
+    end = when("--until", until)
     with open_store(ctx) as engine:
         path = write_fleet_report(engine, out, weeks=weeks, until=end)
     click.echo(str(path))

@@ -40,6 +40,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
     ruleset_of(ctx)  # and a bad rule pack
     default_host, default_port = svc.host_port()
     host, port, workers = host or default_host, port or default_port, workers or svc.workers
+    _check_listen(host, port)  # before the database starts: a port in use is one line and exit 2, at once
     obj = ctx.find_root().obj
     # Worker processes build their app from the environment (api.app.app_from_environment).
     if obj.get("config_path"):
@@ -80,6 +81,31 @@ def _run(ctx: click.Context, settings, host: str, port: int, workers: int, acces
                         timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
                         proxy_headers=False, server_header=False,
                         http="attribution.api.connections:BoundedH11Protocol")
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Refuse, as a configuration error, an address this process cannot listen on (in use, not this machine's, a
+    port below 1024 without the right), binding it the way uvicorn will (SO_REUSEADDR, IPv6 when the host has a
+    colon) and letting it go at once."""
+    import errno
+    import socket
+
+    from attribution.errors import ConfigError
+
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    why = {errno.EADDRINUSE: "the address is in use (another attribution serve or another program listens there)",
+           errno.EACCES: "permission denied (a port below 1024 needs root or CAP_NET_BIND_SERVICE)",
+           errno.EADDRNOTAVAIL: "no interface of this machine has that address"}
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except socket.gaierror as exc:
+        raise ConfigError(f"cannot listen on {shown}: {exc.strerror or exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {shown}: {why.get(exc.errno, exc.strerror or str(exc))}") from None
+    finally:
+        sock.close()
 
 
 #: How long uvicorn's supervisor waits for a worker to answer its ping before it kills the worker as hung and starts

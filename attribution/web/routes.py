@@ -31,7 +31,7 @@ from attribution.api.segments import from_segment
 from attribution.api.service import Service
 from attribution.errors import InputError
 from attribution.store import browse
-from attribution.timeparse import TimeError, format_utc, parse_iso
+from attribution.timeparse import TimeError, format_utc, parse_iso, parse_when
 from attribution.web import views
 from attribution.web.assets import CACHE, PREFIX, ChartLibrary
 from attribution.web.session import COOKIE, PATH, Sessions
@@ -292,13 +292,14 @@ def add_web_routes(app: FastAPI, svc: Service) -> None:
 
 
 def _time(q, name: str) -> datetime | None:
+    """A filter's time, read as the command line and the API read one (`now-7d`, `7d`, `yesterday`, ISO 8601)."""
     value = q.get(name)
     if not value:
         return None
     try:
-        return parse_iso(value)
-    except (TimeError, ValueError):
-        raise InputError(name, f"not an ISO 8601 time: {value[:64]}") from None
+        return parse_when(value, datetime.now(UTC))
+    except TimeError as exc:
+        raise InputError(name, str(exc)) from None
 
 
 def _headers(csp: str) -> dict[str, str]:

@@ -489,6 +489,37 @@ def test_node_events_come_back_in_their_time_range(http, service, ruleset):
     assert later["events"] == [] and later["truncated"] is False
 
 
+def test_query_times_take_what_the_command_line_takes(http, service, ruleset):
+    """#32: `--since now-7d` worked in the CLI, the API refused it. `7d` and `now-7d` are that long ago,
+    `yesterday` its midnight; a wrong one is a 422 naming the forms."""
+    path = INCIDENTS / "06-ib-link-down"
+    for data in pieces(ruleset, path):
+        assert post(http, service, data).status_code == 200
+    ctx = load_context(path / "context.yaml")
+    days = (datetime.now(UTC) - ctx.end).days  # the job ended between `days` and `days + 1` days ago
+    assert days >= 2
+    rd = service.auth("read")
+
+    def job_ids(**q):
+        r = http.get("/v1/jobs", params={"cluster": ctx.cluster, **q}, headers=rd)
+        assert r.status_code == 200, r.text
+        return [j["job_id"] for j in r.json()["jobs"]]
+
+    before = (ctx.end - timedelta(hours=1)).isoformat()
+    for since in (f"{days + 1}d", f"now-{days + 1}d", f"{days + 1} days ago", before):
+        assert ctx.job_id in job_ids(since=since), since
+    for since in (f"{days - 1}d", f"now-{(days - 1) * 24}h", "yesterday"):
+        assert ctx.job_id not in job_ids(since=since), since
+    assert ctx.job_id in job_ids(until="yesterday") and ctx.job_id not in job_ids(until=f"{days + 1}d")
+    got = http.get(f"/v1/nodes/{ctx.cluster}/{ctx.nodes[0]}/events", params={"since": "7d"}, headers=rd).json()
+    seven = datetime.fromisoformat(got["since"].replace("Z", "+00:00"))
+    assert abs(seven - (datetime.now(UTC) - timedelta(days=7))) < timedelta(minutes=5)
+    r = http.get("/v1/jobs", params={"since": "last-week"}, headers=rd)
+    assert r.status_code == 422 and "not a time: 'last-week' (use an ISO 8601 time" in r.text and "now-7d" in r.text
+    r = http.get("/v1/jobs", params={"until": "now+400000w"}, headers=rd)
+    assert r.status_code == 422 and "outside 1970..2200" in r.text
+
+
 def test_fleet_views_answer_as_rows(http, service):
     for path in ("/v1/recurring-faults", "/v1/drain-candidates?cluster=kestrel&limit=5"):
         r = http.get(path, headers=service.auth("read"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -176,3 +177,22 @@ def test_db_redact_counts_per_kind_dry_then_for_real_then_nothing(pg_url, tmp_pa
         assert CliRunner().invoke(main, ["db", "redact", "--batch", "0"], env=env).exit_code == 2
     finally:
         engine.dispose()
+
+
+def test_db_status_json_says_where_which_revision_and_what_is_kept(store, ruleset):
+    from click.testing import CliRunner
+
+    from attribution.cli import main
+    from attribution.pipeline.ingest import ingest_bundle
+
+    ingest_bundle(ruleset, store, INCIDENTS / "03-xid94-contained-ecc")
+    env = {"ATTRIBUTION_DATABASE_URL": store.url.render_as_string(hide_password=False)}
+    r = CliRunner().invoke(main, ["db", "status", "--json"], env=env)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["revision"] == doc["newest"] == head()
+    assert doc["database"].startswith("postgresql") and store.url.database in doc["database"]
+    kept = doc["kept_for_replay"]
+    assert kept["jobs"] == 1 and kept["lines"] > 0 and 0 < kept["stored_bytes"] and 0 < kept["raw_bytes"]
+    text = CliRunner().invoke(main, ["db", "status"], env=env).output
+    assert f"revision  {head()} (newest {head()})" in text and "kept for replay  1 job(s), " in text

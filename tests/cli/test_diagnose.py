@@ -60,7 +60,7 @@ def _bundle_with(text):
 
 @pytest.mark.parametrize("setup,needle", [
     (lambda d: d / "absent", "no such bundle"),
-    (_file, "not a directory"),
+    (_file, "not a bundle: a folder with context.yaml, or a .tar.gz or .tgz archive of one"),
     (_bundle_with(None), "context.yaml: no such file"),
     (_bundle_with("cluster: [x\n"), "malformed YAML"),
     (_bundle_with("cluster: x\nnodes: a\n"), "missing required field 'job_id'"),
@@ -72,6 +72,30 @@ def test_bad_input_gives_one_line_and_exit_2(tmp_path, setup, needle):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and str(path) in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_bundle_as_a_tar_gz_archive_gets_the_verdict_of_its_folder(tmp_path):
+    """#32: ingest and POST /v1/diagnose took a .tar.gz bundle, diagnose refused it."""
+    import tarfile
+
+    folder = INCIDENTS / "05-nvswitch-fatal-sxid"
+    archive = tmp_path / "05.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(folder, arcname="05-nvswitch-fatal-sxid")
+    from_folder = run("diagnose", str(folder), "--json")
+    from_archive = run("diagnose", str(archive), "--json")
+    assert from_archive.returncode == 0, from_archive.stderr
+    assert json.loads(from_archive.stdout) == json.loads(from_folder.stdout)
+
+
+def test_a_broken_archive_is_one_line_naming_it(tmp_path):
+    archive = tmp_path / "cut.tgz"
+    archive.write_bytes(b"\x1f\x8b\x08\x00" + b"\x00" * 60)
+    r = run("diagnose", str(archive))
+    assert r.returncode == 2
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"attribution: {archive}: not a readable tar.gz archive: ")
+    assert "attribution-bundle-" not in r.stderr
 
 
 def test_a_broken_rule_pack_is_bad_input_for_diagnose(tmp_path):

@@ -8,6 +8,10 @@ munge, MariaDB and the few shared libraries the host's Python needs to run insid
 checkout's venv there). The key hashes the suite, the package list and this recipe's version; ``manifest.json``
 beside the root records the installed versions and how long the build took. A flock serialises builds.
 
+``in_root(root, path)`` is where a path inside the root is on the host, its links followed inside the root (Debian's
+``/usr/sbin/slurmctld`` is an absolute link to ``/etc/alternatives/slurmctld``: followed on the host, it would find
+the host's own Slurm, or nothing).
+
 ``RootRunner`` runs a command inside the root: a private mount namespace (``unshare --mount``) in which /proc,
 /sys, /dev, /tmp and the given host directories are bind-mounted at the same paths, then ``chroot``. Daemons
 started this way keep the namespace; nothing stays mounted on the host once they exit.
@@ -28,7 +32,7 @@ from pathlib import Path
 
 from . import apt
 
-__all__ = ["ensure_root", "RootRunner", "RootBuildError", "debian_mirror", "python_binds", "CACHE_DIR"]
+__all__ = ["ensure_root", "in_root", "RootRunner", "RootBuildError", "debian_mirror", "python_binds", "CACHE_DIR"]
 
 SUITE = "trixie"
 PACKAGES = ["slurmctld", "slurmd", "slurmdbd", "slurm-client", "slurmrestd", "slurm-wlm-jwt-plugin", "munge",
@@ -43,6 +47,38 @@ _ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C.UTF-8",
 
 class RootBuildError(RuntimeError):
     """The Debian root could not be built."""
+
+
+#: as many links as Linux follows in one lookup (path_resolution(7))
+MAX_LINKS = 40
+
+
+def in_root(root: Path, path: str) -> Path:
+    """The host path of ``path`` as a process chrooted at ``root`` sees it: every symbolic link on the way is
+    followed inside the root (an absolute target starts again at ``root``; ``..`` never leaves it). A path that
+    does not exist is returned as far as it resolved, the rest appended; a loop of links raises RootBuildError."""
+    root = Path(root)
+    done: list[str] = []
+    todo = [p for p in str(path).split("/") if p not in ("", ".")]
+    links = 0
+    while todo:
+        part = todo.pop(0)
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        here = root.joinpath(*done, part)
+        if not here.is_symlink():
+            done.append(part)
+            continue
+        links += 1
+        if links > MAX_LINKS:
+            raise RootBuildError(f"{path}: more than {MAX_LINKS} symbolic links inside {root}")
+        target = os.readlink(here)
+        if target.startswith("/"):
+            done = []
+        todo = [p for p in target.split("/") if p not in ("", ".")] + todo
+    return root.joinpath(*done)
 
 
 def debian_mirror(paths: list[Path] | None = None) -> str:
@@ -108,7 +144,7 @@ def ensure_root(cache_dir: Path | None = None, log=None) -> tuple[Path, dict]:
     t0 = time.monotonic()
     with open(cache_dir / f".build-{_key()}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second session waits for the first build
-        if manifest_path.is_file() and (root / "usr/sbin/slurmctld").exists():
+        if manifest_path.is_file() and in_root(root, "/usr/sbin/slurmctld").exists():
             manifest = json.loads(manifest_path.read_text())
             manifest["cached"] = True
             manifest["ensure_seconds"] = round(time.monotonic() - t0, 2)

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from . import apt
-from .debroot import RootRunner
+from .debroot import RootRunner, in_root
 
 __all__ = ["SlurmCluster", "SlurmHarnessError", "LOCK_DIR"]
 
@@ -184,7 +184,8 @@ class SlurmCluster:
         return self.runner.argv(cmd, str(cwd) if cwd else None)
 
     def _host_path(self, path: str) -> str:
-        return f"{self.root}{path}" if self.root else path
+        """Where ``path`` of this cluster's Slurm is on the host: inside the root, its links followed there."""
+        return str(in_root(self.root, path)) if self.root else path
 
     @property
     def ports(self) -> list[int]:

@@ -126,6 +126,28 @@ def test_rules_check_command_fails_with_locations(tmp_path):
     assert "Traceback" not in r.stderr
 
 
+def test_rules_check_json_says_ok_or_lists_the_problems_with_the_same_exit_code(tmp_path):
+    import json
+
+    good = _cli("rules", "check", "--json", str(ROOT / "rules"))
+    assert good.returncode == 0, good.stdout + good.stderr
+    doc = json.loads(good.stdout)
+    assert doc["ok"] is True and doc["problems"] == [] and doc["summary"].startswith(f"{ROOT / 'rules'}: ")
+    d = _copy(tmp_path)
+    (d / "local.yaml").write_text(
+        "type: rules\nrules:\n  - id: local.x\n    source: kernel\n    pattern: 'NVRM: Xid'\n"
+        "    kind: nccl_error\n    examples: {match: [{line: 'nothing to see'}], no_match: ['NVRM: Xid']}\n")
+    bad = _cli("rules", "check", "--json", str(d))
+    assert bad.returncode == 1
+    doc = json.loads(bad.stdout)
+    assert doc["ok"] is False and doc["summary"] is None
+    assert any(p.startswith(f"{d}/local.yaml:3: rule local.x: example does not match") for p in doc["problems"])
+    broken = d / "kinds.yaml"
+    broken.write_text("type: kinds\nkinds: [\n")
+    doc = json.loads(_cli("rules", "check", "--json", str(d)).stdout)
+    assert doc["ok"] is False and any(p.startswith(f"{broken}:") for p in doc["problems"])
+
+
 def _line_of(path, text: str) -> int:
     return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
 

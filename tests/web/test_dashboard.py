@@ -117,9 +117,31 @@ def test_job_list_filters_by_outcome_node_and_cluster(browser_session, demo_stor
     assert any(o == "none" for _, o in _rows(r.text))
 
 
+def test_the_from_field_takes_what_the_command_line_takes(browser_session, demo_store):
+    """#32: the From field refused `now-7d`, which the CLI took. The boundary is put where no job ended within an
+    hour of it, so the seconds between the requests change nothing."""
+    from datetime import datetime, timedelta, timezone
+
+    now = datetime.now(timezone.utc)
+    with demo_store.engine.connect() as c:
+        ends = [r[0] for r in c.execute(text(
+            "SELECT coalesce(j.end_time, j.start_time) FROM attribution.jobs j "
+            "JOIN attribution.verdicts v ON v.id = j.current_verdict_id WHERE v.outcome IS DISTINCT FROM 'none'"))]
+    hours = next(h for h in range(1, 24 * 60) if all(abs(e - (now - timedelta(hours=h))) > timedelta(hours=1)
+                                                    for e in ends) and 0 < sum(e >= now - timedelta(hours=h)
+                                                                                for e in ends) <= 50)
+    expected = sum(e >= now - timedelta(hours=hours) for e in ends)
+    iso = (now - timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for since in (f"{hours}h", f"now-{hours}h", f"{hours} hours ago", iso):
+        r = browser_session.get("/ui/jobs", params={"since": since})
+        assert r.status_code == 200, r.text
+        assert len(_rows(r.text)) == expected, since
+        assert f'value="{since}"' in r.text  # the field keeps what was typed
+
+
 def test_bad_filters_answer_400_with_the_problem_not_a_trace(browser_session):
     r = browser_session.get("/ui/jobs", params={"since": "last tuesday"})
-    assert r.status_code == 400 and "since: not an ISO 8601 time" in r.text
+    assert r.status_code == 400 and "since: not a time: &#39;last tuesday&#39; (use an ISO 8601 time" in r.text
     r = browser_session.get("/ui/jobs", params={"after": "!!!"})
     assert r.status_code == 400 and "not a cursor" in r.text
     r = browser_session.get("/ui/jobs", params={"outcome": "<script>"})
