@@ -8,7 +8,7 @@ the job id (what `sacct -o AdminComment` shows) when slurmdbd keeps accounting. 
 `scontrol update JobId=N ExcNodeList=... AdminComment=...` on the held job and `scontrol release N`, requeue
 an ended job (COMPLETING or FAILED) that allows requeue without a moment in which it could start on the excluded
 nodes; the pending job's comment is the one `scontrol show job` shows, and its next run's accounting record keeps
-it. slurmrestd answers 500 to an update of an ended job, as scontrol does, and has no requeue: it is not used.
+it. slurmrestd (24.11) answers 500 to an update of an ended job, as scontrol does: it is not used.
 """
 
 from __future__ import annotations
