@@ -145,8 +145,9 @@ class CpuMeter:
                     time.sleep(0.01)
 
     def group(self):
-        """A fresh cgroup for several processes started by hand (`enter_fn` for preexec_fn); `cpu()` and
-        `empty()` read it, `close()` removes it. For the storm: 512 epilogs in one cgroup."""
+        """A fresh cgroup for several processes started by hand (`enter_fn` for preexec_fn) or running already
+        (`adopt`); `cpu()`, `pids()` and `empty()` read it, `close()` removes it. For the storm: 512 epilogs in
+        one cgroup, the service's process tree in another."""
         return _Group(self)
 
 
@@ -165,6 +166,21 @@ class _Group:
                 f.write("0")
         return enter
 
+    def adopt(self, pids) -> None:
+        """Move running processes (a server's tree) into this group: their CPU from now on is counted here, and
+        so is that of every process they start later."""
+        if self.path is None:
+            return
+        for pid in pids:
+            try:
+                with open(self.path / "cgroup.procs", "w") as f:
+                    f.write(str(pid))
+            except OSError:  # it ended meanwhile
+                pass
+
+    def pids(self) -> list[int]:
+        return [] if self.path is None else [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+
     def empty(self) -> bool:
         return self.path is None or CpuMeter._empty(self.path)
 
@@ -172,8 +188,15 @@ class _Group:
         return None if self.path is None else self.meter._cpu(self.path)
 
     def close(self) -> None:
+        """Remove the group; processes still in it (an adopted server) go back to the meter's parent group."""
         if self.path is None:
             return
+        for pid in self.pids():
+            try:
+                with open(self.meter.parent / "cgroup.procs", "w") as f:
+                    f.write(str(pid))
+            except OSError:
+                pass
         for _ in range(100):
             try:
                 self.path.rmdir()

@@ -96,16 +96,20 @@ def write_job_log(path: Path, size_bytes: int, fault_rate: float, seed: int = 1)
     return n_faults
 
 
-def write_kernel_log(path: Path, lines: int, fault_rate: float, seed: int = 2, xid79_at: int | None = None) -> int:
+def write_kernel_log(path: Path, lines: int, fault_rate: float, seed: int = 2, xid79_at: int | None = None,
+                     start: datetime | None = None, end: datetime | None = None, append: bool = False) -> int:
+    """`lines` kernel lines stamped evenly from `start` to `end` (default: an hour before START to an hour after
+    END), fault lines at `fault_rate`, an Xid 79 at line `xid79_at`, written to `path` or added to its end;
+    returns the number of fault lines."""
     rng = random.Random(seed)
     every = max(1, int(1 / fault_rate)) if fault_rate else 0
-    step = (END - START + timedelta(hours=2)).total_seconds() / max(lines, 1)
-    t0 = START - timedelta(hours=1)
+    t0 = start or START - timedelta(hours=1)
+    step = ((end or END + timedelta(hours=1)) - t0).total_seconds() / max(lines, 1)
     noise = [t.format(b=rng.randrange(16, 255), i=rng.randrange(8), e=1796020000 + k, u=rng.randrange(1000),
                       m=rng.randrange(100000, 9000000)) for k, t in enumerate(KERNEL_NOISE * 2000)]
     n_faults = 0
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
+    with open(path, "a" if append else "w") as f:
         buf = []
         for i in range(lines):
             t = t0 + timedelta(seconds=i * step)

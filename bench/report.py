@@ -13,32 +13,6 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent / "attribution"
 
 
-def node_bin(work: Path) -> Path:
-    """`attribution` as a node runs it: this checkout built as a wheel and installed in a venv of its own, as
-    docs/install.md installs it on nodes. This checkout's own venv is an editable install, whose import finder
-    (pathlib, importlib.util, fnmatch and urllib.parse at every interpreter start, before the agent runs) a node
-    never has. The wheel's dependencies are this venv's (a path line in the new venv, so the editable finder's
-    own .pth is not processed). Built once per benchmark run, in `work`."""
-    import subprocess
-    import sysconfig
-
-    venv = work / "node-venv"
-    exe = venv / "bin" / "attribution"
-    if exe.exists():
-        return exe
-    dist = work / "node-dist"
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)], check=True,
-                   capture_output=True)  # as tests/test_packaging.py builds it
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
-    wheel = next(dist.glob("attribution-*.whl"))
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                    str(wheel)], check=True, capture_output=True)
-    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True, cwd="/").stdout.strip()
-    Path(site, "attribution-bench-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return exe
-
-
 @dataclass
 class Result:
     name: str
@@ -77,24 +51,76 @@ def machine() -> str:
     return f"{os.cpu_count()} CPUs ({cpu}), {mem} RAM, {platform.platform()}, Python {platform.python_version()}"
 
 
-def write_report(results: list[Result], quick: bool, path: Path, loads: list[str]) -> str:
-    lines = ["# Performance", "",
-             "Measured by `python -m bench.run` (one command, generates its own data and databases) "
-             f"{'with --quick (small sizes)' if quick else 'at full size'} on {time.strftime('%Y-%m-%d')}.", "",
-             f"Machine: {machine()}. Shared with other sessions' builds and tests while it ran ({'; '.join(loads)}"
-             "): absolute times are noisy, the ratios to the baselines measured in the same run (CPU time where "
-             "it says so) are the result.", "",
-             "| benchmark | ours | baseline (same run) | ratio | target | met |", "|---|---|---|---|---|---|"]
-    for r in results:
-        met = {True: "yes", False: "**no**", None: "-"}[r.met]
-        lines.append(f"| {r.name} | {r.ours} | {r.baseline} | {r.ratio} | {r.target} | {met} |")
-    lines.append("")
-    for r in results:
-        for note in r.notes:
-            lines.append(f"- {r.name.split(':')[0]}: {note}")
-    text = "\n".join(lines) + "\n"
+TABLE_HEAD = "| benchmark | ours | baseline (same run) | ratio | target | met |"
+
+
+def row_id(text: str) -> str:
+    """A row's number in the table ("2", "5b"): what its name starts with, before the first '. '."""
+    return text.split(". ", 1)[0].strip()
+
+
+def _row(r: Result) -> str:
+    met = {True: "yes", False: "**no**", None: "-"}[r.met]
+    return f"| {r.name} | {r.ours} | {r.baseline} | {r.ratio} | {r.target} | {met} |"
+
+
+def _note_label(r: Result) -> str:
+    label = r.name
+    for stop in (":", ",", " ("):
+        label = label.split(stop, 1)[0]
+    return label
+
+
+def render(results: list[Result]) -> list[str]:
+    """The table rows and the notes of `results`."""
+    return [_row(r) for r in results] + [""] + [f"- {_note_label(r)}: {n}" for r in results for n in r.notes]
+
+
+def merge_report(existing: str, results: list[Result]) -> str:
+    """docs/performance.md with the rows and notes of `results` replaced (or added, for a new row), the other rows,
+    their notes and the rest of the page kept as they are: `--only` measures some rows, not the page."""
+    lines = existing.split("\n")
+    head = lines.index(TABLE_HEAD)
+    i = head + 2
+    rows: list[str] = []
+    while i < len(lines) and lines[i].startswith("| "):
+        rows.append(lines[i])
+        i += 1
+    j = i + 1 if i < len(lines) and lines[i] == "" else i
+    notes: list[str] = []
+    while j < len(lines) and lines[j].startswith("- "):
+        notes.append(lines[j])
+        j += 1
+    new = {row_id(r.name): r for r in results}
+    out_rows = [(_row(new[row_id(x[2:])]) if row_id(x[2:]) in new else x) for x in rows]
+    seen = {row_id(x[2:]) for x in rows}
+    out_rows += [_row(r) for k, r in new.items() if k not in seen]
+    out_notes: list[str] = []
+    placed: set[str] = set()
+    for x in notes:
+        k = row_id(x[2:])
+        if k not in new:
+            out_notes.append(x)
+        elif k not in placed:
+            placed.add(k)
+            out_notes += [f"- {_note_label(new[k])}: {n}" for n in new[k].notes]
+    for k, r in new.items():
+        if k not in placed:
+            out_notes += [f"- {_note_label(r)}: {n}" for n in r.notes]
+    return "\n".join(lines[:head + 2] + out_rows + [""] + out_notes + lines[j:])
+
+
+def write_report(results: list[Result], quick: bool, path: Path | None, loads: list[str]) -> str:
+    """The rows and notes of this run; merged into `path` (docs/performance.md) when one is given and holds the
+    table, else a new page written there (None: printed only)."""
+    text = "\n".join([f"Measured by `python -m bench.run` {'with --quick (small sizes)' if quick else 'at full size'} "
+                      f"on {time.strftime('%Y-%m-%d')}; machine: {machine()}", "", "load: " + "; ".join(loads), "",
+                      TABLE_HEAD, "|---|---|---|---|---|---|", *render(results)]) + "\n"
+    if path is None:
+        return text
     existing = path.read_text() if path.exists() else ""
-    marker = "\n## How these numbers are made"
-    tail = existing[existing.index(marker):] if marker in existing else ""
-    path.write_text(text + tail)
+    if TABLE_HEAD in existing.split("\n"):
+        path.write_text(merge_report(existing, results))
+    else:
+        path.write_text("# Performance\n\n" + text)
     return text

@@ -4,9 +4,10 @@ clients.
 Starts its own PostgreSQL (attribution.store.embedded.EmbeddedPostgres in a temporary directory, fsync on unless
 --fast) and its own `attribution serve` (tests/harness/service.py), then, for each concurrency level, lets that
 many clients post node batches as fast as the service accepts them for --seconds. Each client reports its own
-jobs, one node batch after the other (the shape of many jobs ending across a cluster); a batch is what a node
-epilog sends: a provisional job context, --events normalized events of that node, and its coverage. Every batch
-is new to the store (its node names are unique), so each one inserts events and re-attributes its job.
+jobs, one node batch after the other (the shape of many jobs ending across a cluster); a batch is the observation
+document a node collector sends (attribution/node/document.py): the kept lines of its kernel log, --events Xid
+lines, made before the clock starts; the service decodes it, extracts, correlates and stores. Every batch is new
+to the store (its node names are unique), so each one inserts events and re-attributes its job.
 
     .venv/bin/python bench/service_throughput.py                 # 1, 8, 64 clients, 15 s each, 1 worker
     .venv/bin/python bench/service_throughput.py --workers 2 --clients 1,8,64,128 --seconds 30
@@ -37,43 +38,50 @@ UTC = timezone.utc
 MAX_RATE = 400
 
 
-def template_batch(ruleset, n_events: int) -> tuple[object, list, list]:
-    """A node's context, events and coverage, extracted by the real rules from real-format kernel lines."""
-    from attribution.extract.events import extract
-    from attribution.model import Coverage, ExecutionContext, Observation
+def node_document(job_id: str, node: str, nodes: str, lines: list[str], start: datetime, end: datetime) -> dict:
+    """The observation document a node collector sends for one failed job (attribution/node/document.py): its
+    kernel log's kept lines, no counter snapshots."""
+    from attribution.node.document import node_document as document
+
+    slurm = {"SLURM_JOB_ID": job_id, "SLURMD_NODENAME": node, "SLURM_JOB_NODELIST": nodes,
+             "SLURM_CLUSTER_NAME": "bench", "SLURM_JOB_EXIT_CODE": "256", "SLURM_SCRIPT_CONTEXT": "epilog_slurmd",
+             "SLURM_JOB_START_TIME": str(int(start.timestamp())), "SLURM_JOB_END_TIME": str(int(end.timestamp()))}
+    log = {"source": "kernel", "origin": "/var/log/kern.log", "status": "ok", "notes": [], "lines": len(lines),
+           "bytes": sum(len(x) + 1 for x in lines), "cut": False, "blocks": [[1, lines]]}
+    return document(node, "bench", slurm, end.timestamp(), start.timestamp(), start.timestamp() - 86400, 86400,
+                    "UTC", [log], {}, "attribution-node bench", None)
+
+
+def template_lines(ruleset, n_events: int) -> tuple[list[str], datetime, datetime]:
+    """Real-format kernel lines (an Xid 63 each, stamped in the job's window) that the centre's rules make
+    `n_events` events of (checked here through the service's own decoding)."""
+    from attribution.intake.codec import decode
+    from attribution.pipeline.intake import piece_of
 
     start = datetime(2026, 5, 4, 8, 0, tzinfo=UTC)
-    ctx = ExecutionContext(cluster="bench", job_id="0", nodes=("n0",), state="UNKNOWN", start=start,
-                           end=start + timedelta(hours=2))
-    obs = []
+    end = start + timedelta(hours=2)
+    lines = []
     for i in range(n_events):
         t = start + timedelta(minutes=1, seconds=i)
-        line = (f"NVRM: Xid (PCI:0000:1b:00): 63, pid='<unknown>', name=<unknown>, Row Remapping: New row "
-                f"(0x{i:016x}) was marked for remapping, reset gpu to activate.")
-        obs.append(Observation(source="kernel", node="n0", location=f"kernel:{i + 1}", text=line, line=line, time=t))
-    events = extract(ruleset, ctx, obs)
-    if len(events) != n_events:
-        raise SystemExit(f"the template lines gave {len(events)} events, expected {n_events}")
-    return ctx, events, [Coverage("kernel", "n0", "ok", lines=n_events), Coverage("fabricmanager", "n0", "missing",
-                                                                                  reason="no file")]
+        lines.append(f"[{t.strftime('%a %b')} {t.day:2d} {t.strftime('%H:%M:%S %Y')}] NVRM: Xid (PCI:0000:1b:00): "
+                     f"63, pid='<unknown>', name=<unknown>, Row Remapping: New row (0x{i:016x}) was marked for "
+                     f"remapping, reset gpu to activate.")
+    piece = piece_of(ruleset, decode(node_document("0", "n0", "n0", lines, start, end), "bench"))
+    if len(piece.events) != n_events:
+        raise SystemExit(f"the template lines gave {len(piece.events)} events, expected {n_events}")
+    return lines, start, end
 
 
 def batches(template, client: int, nodes_per_job: int):
-    """Endless node batches for one client: job after job, node after node, each one new to the store."""
-    from attribution.frozen import replace
-    from attribution.node.epilog import payload
-
-    ctx, events, coverage = template
+    """Endless node documents for one client: job after job, node after node, each one new to the store."""
+    lines, start, end = template
     job = 0
     while True:
         job += 1
         job_id = f"{client}-{job}"
-        nodes = tuple(f"c{client}j{job}n{i}" for i in range(nodes_per_job))
-        job_ctx = replace(ctx, job_id=job_id, nodes=nodes)
+        nodes = [f"c{client}j{job}n{i}" for i in range(nodes_per_job)]
         for node in nodes:
-            evs = [replace(e, node=node) for e in events]
-            cov = [replace(c, node=node) for c in coverage]
-            yield json.dumps(payload(job_ctx, evs, cov, "node")).encode(), len(evs)
+            yield json.dumps(node_document(job_id, node, ",".join(nodes), lines, start, end)).encode(), len(lines)
 
 
 async def run_level(url: str, token: str, template, clients: int, seconds: float, nodes_per_job: int,
@@ -152,6 +160,7 @@ def main() -> int:
     from tests.harness.service import start_service
 
     tmp = Path(tempfile.mkdtemp(prefix="attribution-bench-"))
+    os.chmod(tmp, 0o755)  # the embedded PostgreSQL runs as postgres when we are root
     pg = EmbeddedPostgres(tmp / "pg", port=free_port(), fast=args.fast)
     service = None
     try:
@@ -161,7 +170,7 @@ def main() -> int:
         engine.dispose()
         service = start_service(url, tmp / "service", workers=args.workers,
                                 service={"db_pool_size": args.pool, "request_timeout_seconds": 120})
-        template = template_batch(load_rules(ROOT / "rules"), args.events)
+        template = template_lines(load_rules(ROOT / "rules"), args.events)
         print(f"attribution service on {service.url}: {args.workers} worker(s), {args.pool} db connection(s) "
               f"each; PostgreSQL {'without' if args.fast else 'with'} fsync; {os.cpu_count()} CPU(s); "
               f"{args.events} events per batch, {args.nodes_per_job} node batches per job; {args.seconds:g} s per "

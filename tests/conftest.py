@@ -64,8 +64,11 @@ def slurm(request):
         pytest.skip("the Slurm test clusters need root")
     if request.param == HOST_VERSION:
         return SlurmVersion(HOST_VERSION)
+    from .harness.hooknode import SAFE_ROOT, safe_root
+
     root, manifest = request.getfixturevalue("slurm24_root")
-    return SlurmVersion(request.param, root=root, binds=[ROOT, *python_binds()], manifest=manifest)
+    safe_root()  # the hooks' hook.env folders, seen at the same path inside the root
+    return SlurmVersion(request.param, root=root, binds=[ROOT, SAFE_ROOT, *python_binds()], manifest=manifest)
 
 
 @pytest.fixture(scope="session")

@@ -33,20 +33,18 @@ async def parsed_body(request: Request, model: type[M], lane: Lane,
                       then: Callable[[M], T] = lambda m: m) -> T:  # type: ignore[assignment,return-value]
     """`then(model instance)` of the request's JSON body, decoded, validated and converted in a thread of
     `lane`. Raises RequestValidationError (a 422) as FastAPI would, Busy when no slot frees up in time."""
-    body = await request.body()
-    if not body:
-        raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required",
-                                       "input": None}])
-    if not _json_content(request.headers.get("content-type")):
-        raise RequestValidationError([{"type": "model_attributes_type", "loc": ("body",),
-                                       "msg": "Input should be a valid dictionary or object", "input": b""}])
-    return await lane.run(_validate, model, body, then)
+    return await lane.run(_validate, model, await _json_bytes(request), then)
 
 
 async def json_body(request: Request, lane: Lane, then: Callable[[Any], T]) -> T:
     """`then(the decoded JSON document)` of the request's body, decoded and converted in a thread of `lane`:
     for a body whose one validation is the route's own codec (an observation document: intake/codec.py). A body
     that is not JSON is a 422 as FastAPI's would be."""
+    return await lane.run(_decode, await _json_bytes(request), then)
+
+
+async def _json_bytes(request: Request) -> bytes:
+    """The request's body, refused as FastAPI refuses one (a 422) when it is empty or not declared JSON."""
     body = await request.body()
     if not body:
         raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required",
@@ -54,7 +52,7 @@ async def json_body(request: Request, lane: Lane, then: Callable[[Any], T]) -> T
     if not _json_content(request.headers.get("content-type")):
         raise RequestValidationError([{"type": "model_attributes_type", "loc": ("body",),
                                        "msg": "Input should be a valid dictionary or object", "input": b""}])
-    return await lane.run(_decode, body, then)
+    return body
 
 
 def _decode(body: bytes, then: Callable[[Any], T]) -> T:

@@ -47,10 +47,11 @@ def add_read_routes(app: FastAPI, svc: Service) -> None:
                           start: Annotated[Time | None, Query(
                               description="the job's start time, to pick one of several jobs with this id "
                                           "(Slurm ids wrap); default: the newest")] = None) -> JSONResponse:
-        doc = await on_db(reads.current_verdict, cluster, job_id, _time(start))
-        if doc is None:
+        got = await on_db(reads.verdict_state, cluster, job_id, _time(start))
+        if got is None:
             raise HTTPException(404, f"no verdict for job {job_id} on cluster {cluster}")
-        return JSONResponse(doc)
+        # true while reports stored since await their attribution (the settle interval): read again to have it
+        return JSONResponse(got[0], headers={"Attribution-Pending": "true" if got[1] else "false"})
 
     @app.get("/v1/nodes/{cluster}/{node}/events", response_model=NodeEventsOut, dependencies=reader,
              tags=["read"], openapi_extra=policy("read"), responses=ERROR_RESPONSES,

@@ -128,7 +128,7 @@ def drain_sync_nodes(ctx: click.Context, cluster: str | None, scontrol: str) -> 
     """Record Slurm's view of the nodes in their life: a new BootTime is a boot, a DRAIN set is a drain (who set it
     and when), a DRAIN lifted is a resume (scontrol, a RebootProgram, NHC): the one-shot drain conditions then
     count only what came after. Run by the drain host's timer (hooks/systemd/attribution-drain-sync.timer)."""
-    from attribution.pipeline import drain_sync
+    from attribution.pipeline.drain import drain_sync
 
     sc = _controller(ctx, scontrol)
     cluster = _cluster(ctx, sc, cluster)

@@ -342,7 +342,7 @@ class ServiceSettings:
     db_pool_size: Whole = 8  # database connections per worker process (also its concurrent ingests)
     diagnose_concurrency: Whole = 2  # bundles diagnosed at once per worker process
     workers: Whole = 1  # worker processes
-    client_timeout_seconds: Seconds = 10.0  # hooks: the longest one report to the service may take
+    client_timeout_seconds: Seconds = 10.0  # the controller's hook: the longest one report to the service may take
     # /v1/diagnose runs each bundle in a child process with these budgets (issue 18, M5)
     diagnose_cpu_seconds: Whole = 120  # CPU time of one diagnosis
     diagnose_memory_bytes: Whole = 2 * 1024 * 1024 * 1024  # address space of that process

@@ -22,21 +22,28 @@ def schema_ready(conn: Connection) -> bool:
 
 def current_verdict(conn: Connection, cluster: str, job_id: str, start: datetime | None = None) -> dict | None:
     """The current verdict document of the job (the newest one with this id, or the one nearest `start`)."""
+    got = verdict_state(conn, cluster, job_id, start)
+    return None if got is None else got[0]
+
+
+def verdict_state(conn: Connection, cluster: str, job_id: str,
+                  start: datetime | None = None) -> tuple[dict, bool] | None:
+    """(the current verdict document, whether evidence stored since awaits attribution) of the job (the newest
+    one with this id, or the one nearest `start`); None without a verdict. Pending: a report arrived within the
+    service's settle interval, or an attributing process was killed (db attribute-pending takes it)."""
+    head = ("SELECT v.document, j.evidence_seq > j.attributed_seq FROM attribution.jobs j JOIN attribution.verdicts v "
+            "ON v.job_id = j.job_id AND v.id = j.current_verdict_id ")
     if start is None:
         row = conn.execute(text(
-            "SELECT v.document FROM attribution.jobs j JOIN attribution.verdicts v "
-            "ON v.job_id = j.job_id AND v.id = j.current_verdict_id "
-            "WHERE j.cluster = :c AND j.job_id = :j ORDER BY j.start_time DESC, j.id DESC LIMIT 1"),
+            head + "WHERE j.cluster = :c AND j.job_id = :j ORDER BY j.start_time DESC, j.id DESC LIMIT 1"),
             {"c": cluster, "j": job_id}).first()
     else:
         row = conn.execute(text(
-            "SELECT v.document FROM attribution.jobs j JOIN attribution.verdicts v "
-            "ON v.job_id = j.job_id AND v.id = j.current_verdict_id "
-            "WHERE j.cluster = :c AND j.job_id = :j AND j.start_time BETWEEN :lo AND :hi "
+            head + "WHERE j.cluster = :c AND j.job_id = :j AND j.start_time BETWEEN :lo AND :hi "
             "ORDER BY abs(extract(epoch FROM j.start_time - :s)), j.id LIMIT 1"),
             {"c": cluster, "j": job_id, "s": start, "lo": start - SAME_JOB_WINDOW,
              "hi": start + SAME_JOB_WINDOW}).first()
-    return None if row is None else row[0]
+    return None if row is None else (row[0], bool(row[1]))
 
 
 def node_events(conn: Connection, cluster: str, node: str, since: datetime, until: datetime | None,

@@ -28,8 +28,8 @@ class JobVerdicts:
 
     def save_verdict(self, verdict: Verdict, document: dict,
                      ids: dict[tuple, int] | None = None) -> tuple[int, bool]:
-        """Add the verdict as a new row when its decision (outcome, confidence, action, root cause, culprits)
-        differs from the current one's; when only its detail differs (more symptoms and coverage from a later
+        """Add the verdict as a new row when its decision (outcome, confidence, action, root cause, culprits) or
+        its rule pack differs from the current one's; when only its detail differs (more symptoms and coverage from a later
         piece), bring the current row's document and roles up to date instead (refine_current_verdict, 0023); the
         same document: nothing. `ids`: the job's event ids by (rule, location, kind, line), as
         JobEvents.stored_events gives them; read when not given. Returns (current verdict id, whether the
@@ -39,7 +39,7 @@ class JobVerdicts:
         cur = self.conn.execute(text(
             "SELECT v.id, v.input_digest, v.outcome, v.root_node, v.root_gpu, v.root_kind, v.root_code, "
             "coalesce(v.root_time, j.end_time, j.start_time), v.confidence, v.action, v.root_time, v.culprit_nodes, "
-            "v.culprit_evidence FROM attribution.jobs j JOIN attribution.verdicts v "
+            "v.culprit_evidence, v.rules_version FROM attribution.jobs j JOIN attribution.verdicts v "
             "ON v.job_id = j.job_id AND v.id = j.current_verdict_id WHERE j.job_id = :jid AND j.id = :id"),
             self._key()).first()
         if cur is not None and cur[1] == digest:
@@ -54,8 +54,11 @@ class JobVerdicts:
         decision = (verdict.outcome, verdict.confidence, verdict.action, root.kind if root else None,
                     root.code if root else None, root.node if root else None, root.gpu if root else None,
                     root.time if root else None, culprits, evidence)
-        if cur is not None and (cur[2], cur[8], cur[9], cur[5], cur[6], cur[3], cur[4], cur[10], list(cur[11]),
-                                list(cur[12])) == decision:
+        # another rule pack's verdict is a new row even when it decides the same: the history says which pack
+        # made each decision (docs/replay.md)
+        if cur is not None and cur[13] == verdict.rules_version and (
+                cur[2], cur[8], cur[9], cur[5], cur[6], cur[3], cur[4], cur[10], list(cur[11]),
+                list(cur[12])) == decision:
             refined = self.conn.execute(text(
                 "SELECT attribution.refine_current_verdict(:jid, :job, :v, CAST(:doc AS jsonb), :dg, :ex, :rv, "
                 ":rid, :causes, :symptoms, :explained)"),

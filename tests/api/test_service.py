@@ -9,7 +9,6 @@ import json
 import os
 import tarfile
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -27,7 +26,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.generation import GenerationMode
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
 from attribution.node import spool
 from attribution.cli import main
@@ -53,13 +52,8 @@ SERVICE_LIMITS = {"max_body_bytes": 8 * 1024 * 1024, "max_upload_bytes": 2 * 102
 # -- fixtures -------------------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def service_db(pg_server, pg_template):
-    name = f"svc_{uuid.uuid4().hex[:12]}"
-    url = pg_server.create_database(name, template=pg_template)
-    try:
-        yield url
-    finally:
-        pg_server.drop_database(name)
+def service_db(node_db):
+    return node_db  # tests/conftest.py: this module's database
 
 
 @pytest.fixture(scope="module")
@@ -72,12 +66,8 @@ def service(service_db, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def db(service_db):
-    engine = create_engine(service_db)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
+def db(node_engine):
+    return node_engine
 
 
 @pytest.fixture
@@ -110,10 +100,18 @@ def whole_verdict(ruleset, bundle: Path) -> dict:
     return verdict_to_dict(diagnose_bundle(ruleset, bundle).verdict)
 
 
-def verdict_of(http, service, cluster: str, job_id: str) -> dict:
-    r = http.get(f"/v1/jobs/{cluster}/{job_id}/verdict", headers=service.auth("read"))
-    assert r.status_code == 200, r.text
-    return r.json()
+def verdict_of(http, service, cluster: str, job_id: str, settled: bool = True) -> dict:
+    """The job's verdict; `settled`: once no stored report awaits its attribution (the service attributes a job
+    at most once per settle interval: the answer says `Attribution-Pending: true` until the last one ran)."""
+    deadline = time.monotonic() + 60
+    while True:
+        r = http.get(f"/v1/jobs/{cluster}/{job_id}/verdict", headers=service.auth("read"))
+        assert r.status_code == 200, r.text
+        assert r.headers["attribution-pending"] in ("true", "false")
+        if not settled or r.headers["attribution-pending"] == "false":
+            return r.json()
+        assert time.monotonic() < deadline, "the job's reports were never attributed"
+        time.sleep(0.1)
 
 
 def post(http, service, data: dict, who: str = "report") -> httpx.Response:

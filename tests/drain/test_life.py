@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 from attribution import frozen
 from attribution.drain.life import LifeChange, drained, flags, from_evidence, from_slurm
 from attribution.drain.policy import NodeState
-from attribution.rulepack.check import events_for_line
+from attribution.pipeline.rulecheck import events_for_line
 from attribution.scope.bundle import parse_context
 
 UTC = timezone.utc

@@ -63,8 +63,8 @@ def db(pg_url):
 
 def _ingest_fault(ruleset, engine, job_id: str, node: str, at: datetime) -> None:
     from attribution import frozen
-    from attribution.pipeline import ingest
-    from attribution.rulepack.check import events_for_line
+    from attribution.pipeline.ingest import ingest
+    from attribution.pipeline.rulecheck import events_for_line
     from attribution.scope.bundle import parse_context
 
     start, end = at - timedelta(minutes=30), at + timedelta(minutes=1)

@@ -34,12 +34,17 @@ SAFE_ROOT = Path("/var/lib/attribution-tests") if os.geteuid() == 0 else \
     Path.home() / ".cache" / "attribution-tests"
 
 
+def safe_root() -> Path:
+    """SAFE_ROOT, made when missing (0755)."""
+    SAFE_ROOT.mkdir(parents=True, exist_ok=True, mode=0o755)
+    SAFE_ROOT.chmod(0o755)
+    return SAFE_ROOT
+
+
 def safe_dir() -> Path:
     """A new folder that hooks/lib.sh and node/hookenv.py accept a hook.env in (0755, owned by this user, under
     folders no one else can change); removed by `drop_safe_dir`."""
-    SAFE_ROOT.mkdir(parents=True, exist_ok=True, mode=0o755)
-    SAFE_ROOT.chmod(0o755)
-    d = SAFE_ROOT / uuid.uuid4().hex[:12]
+    d = safe_root() / uuid.uuid4().hex[:12]
     d.mkdir(mode=0o755)
     d.chmod(0o755)
     return d

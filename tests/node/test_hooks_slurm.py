@@ -1,9 +1,12 @@
 """hooks/ on a real Slurm cluster (slurmctld + two slurmd on this machine, started by the test setup), once on
 Slurm 22.05 and once on 24.11 (the ``slurm`` fixture; on 24.11 the hooks run inside the Debian 13 root).
 
-Each node's kernel log is a file the test writes (the hooks' 'file' kernel source); the database is the test
-PostgreSQL. Every hook runs exactly as slurm.conf would run it, with no PATH and no custom environment: a
-two-line wrapper only points it at the test's hook.env.
+As deployed: each node's hooks run the node collector (`attribution-node`, standard library only), which reports
+to a real `attribution serve` with a report token bound to this cluster and its two nodes; the controller's
+hook runs the full `attribution epilog`, which writes to the database. Each node's kernel log is a file the test
+writes (the hooks' 'file' kernel source). Every hook runs exactly as slurm.conf would run it, with no PATH and no
+custom environment: a two-line wrapper only points it at its host's hook.env (one per node, in a folder only root
+can change, as the hooks require).
 """
 
 from __future__ import annotations
@@ -19,13 +22,15 @@ from sqlalchemy import create_engine, text
 
 from tests.conftest import ROOT
 from tests.harness.fakenode import FakeNode, smi_document
+from tests.harness.hooknode import Proxy, drop_safe_dir, safe_dir, url_via, write_private
 
 pytestmark = pytest.mark.slurm
 
 BIN = Path(sys.executable).parent / "attribution"
-# seconds: the production default (PrologEpilogTimeout is typically 60+). Each hook run (Python start, rule load,
-# collect, store) takes 3-6 s here; 12 s was too little when other test runs load the 2 cores far beyond busy
+NODE_BIN = Path(sys.executable).parent / "attribution-node"
+# seconds: the production default (PrologEpilogTimeout is typically 60+); a loaded 2-core machine needs it
 BUDGET = 20
+NODE_TOKEN = "f00dfeedf00dfeedf00dfeedf00dfeed"  # report, cluster=attrtest nodes=node[1-2]
 
 XID79 = ("NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
 
@@ -37,8 +42,8 @@ XID79 = ("NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU h
 AWAIT_REPORT = "await-report-"
 
 
-def _wrapper(base: Path, name: str, hook: str) -> str:
-    """What an operator's slurm.conf line would point at, plus the test's hook.env; it times each run."""
+def _wrapper(base: Path, etc: Path, name: str, hook: str) -> str:
+    """What an operator's slurm.conf line would point at, plus this host's hook.env; it times each run."""
     p = base / f"{name}.sh"
     wait = (f"if [ -e {base}/{AWAIT_REPORT}$SLURM_JOB_ID ]; then\n"
             "  for _ in $(/usr/bin/seq 600); do\n"
@@ -50,13 +55,52 @@ def _wrapper(base: Path, name: str, hook: str) -> str:
     p.write_text(
         "#!/bin/bash\n" + wait +
         f"t0=$(/usr/bin/date +%s%N)\n"
-        f"ATTRIBUTION_HOOK_ENV={base}/hook.env {ROOT / 'hooks' / hook}\n"
+        f"ATTRIBUTION_HOOK_ENV={etc}/hook-${{SLURMD_NODENAME:-ctld}}.env {ROOT / 'hooks' / hook}\n"
         "rc=$?\n"
         f"echo \"$SLURM_JOB_ID ${{SLURMD_NODENAME:-ctld}} $rc $(( ($(/usr/bin/date +%s%N) - t0) / 1000000 ))\" "
         f">> {base}/runs-{name}.txt\n"
         "exit $rc\n")
     p.chmod(0o755)
     return str(p)
+
+
+def _recorder(base: Path, name: str, target: Path) -> Path:
+    """A recorder in front of a real command: it proves when Python is (not) started."""
+    p = base / name
+    p.write_text(f"#!/bin/bash\necho \"$SLURM_JOB_ID ${{SLURMD_NODENAME:-ctld}}\" >> {base}/calls/python.txt\n"
+                 f"exec {target} \"$@\"\n")
+    p.chmod(0o755)
+    return p
+
+
+def write_hook_envs(c, service_url: str) -> None:
+    """Each host's hook.env: the nodes' point the collector at the service with the node token, the controller's
+    at the full command and its configuration (the database)."""
+    base = c.base
+    for n in ("node1", "node2"):
+        (c.etc / f"hook-{n}.env").write_text(
+            f"ATTRIBUTION_BIN={c.node_recorder}\n"
+            f"ATTRIBUTION_BUDGET={BUDGET}\n"
+            "ATTRIBUTION_KERNEL_SOURCE=file\n"
+            f"ATTRIBUTION_KERNEL_FILE={base}/kernel-{n}.log\n"
+            f"ATTRIBUTION_FM_LOG={base}/fabricmanager-{n}.log\n"
+            f"ATTRIBUTION_STATE_DIR={base}/state-{n}\n"
+            f"ATTRIBUTION_SPOOL_DIR={base}/spool-{n}\n"
+            f"ATTRIBUTION_LOG={base}/hooks.log\n"
+            f"ATTRIBUTION_SERVICE_URL={service_url}\n"
+            f"ATTRIBUTION_SERVICE_TOKEN_FILE={base}/node.token\n"
+            "ATTRIBUTION_SERVICE_TIMEOUT=3\n"
+            # each node's GPUs and HCAs: a faked sysfs tree and an nvidia-smi that prints a real-format document
+            f"ATTRIBUTION_SYSFS_ROOT={base}/fake-{n}\n"
+            f"ATTRIBUTION_NVIDIA_SMI={base}/fake-{n}/bin/nvidia-smi\n")
+    (c.etc / "hook-ctld.env").write_text(
+        f"ATTRIBUTION_CTLD_BIN={c.ctld_recorder}\n"
+        f"ATTRIBUTION_BUDGET={BUDGET}\n"
+        f"ATTRIBUTION_LOG={base}/hooks.log\n"
+        f"ATTRIBUTION_CONFIG={base}/config.yaml\n"
+        f"SLURM_CONF={base}/slurm/slurm.conf\n")
+    for f in c.etc.iterdir():
+        f.chmod(0o644)
 
 
 @pytest.fixture(scope="module")
@@ -68,44 +112,29 @@ def cluster(tmp_path_factory, slurm):
     base = tmp_path_factory.mktemp("hooks")
     base.chmod(0o755)
     (base / "calls").mkdir()
-    # ATTRIBUTION_BIN is a recorder in front of the real command: it proves when Python is (not) started.
-    recorder = base / "attribution-recorder"
-    recorder.write_text(f"#!/bin/bash\necho \"$SLURM_JOB_ID ${{SLURMD_NODENAME:-ctld}}\" >> {base}/calls/python.txt\n"
-                        f"exec {BIN} \"$@\"\n")
-    recorder.chmod(0o755)
-    (base / "hook.env").write_text(
-        f"ATTRIBUTION_BIN={recorder}\n"
-        f"ATTRIBUTION_BUDGET={BUDGET}\n"
-        "ATTRIBUTION_KERNEL_SOURCE=file\n"
-        f"ATTRIBUTION_KERNEL_FILE={base}/kernel-${{SLURMD_NODENAME:-ctld}}.log\n"
-        f"ATTRIBUTION_FM_LOG={base}/fabricmanager-${{SLURMD_NODENAME:-ctld}}.log\n"
-        f"ATTRIBUTION_STATE_DIR={base}/state-${{SLURMD_NODENAME:-ctld}}\n"
-        f"ATTRIBUTION_LOG={base}/hooks.log\n"
-        f"ATTRIBUTION_CONFIG={base}/config.yaml\n"
-        f"ATTRIBUTION_HOME={base}/home-${{SLURMD_NODENAME:-ctld}}\n"
-        f"SLURM_CONF={base}/slurm/slurm.conf\n"
-        # each node's GPUs and HCAs: a faked sysfs tree and an nvidia-smi that prints a real-format document
-        f"ATTRIBUTION_SYSFS_ROOT={base}/fake-${{SLURMD_NODENAME:-ctld}}\n"
-        f"ATTRIBUTION_NVIDIA_SMI={base}/fake-${{SLURMD_NODENAME:-ctld}}/bin/nvidia-smi\n")
+    etc = safe_dir()  # under SAFE_ROOT, which the 24.11 root sees at the same path (the slurm fixture binds it)
     fakes = {}
     for n in ("node1", "node2"):
         (base / f"kernel-{n}.log").write_text("[Mon Nov 30 08:00:00 2026] Linux version 6.8.0 (boot)\n")
         fakes[n] = FakeNode(base / f"fake-{n}")  # 8 GPUs, 8 HCAs
         fakes[n].root.chmod(0o755)
-    c = slurm.cluster(base / "slurm", epilog=_wrapper(base, "epilog", "epilog"),
-                      epilog_slurmctld=_wrapper(base, "epilog-ctld", "epilog-slurmctld"),
-                      prolog=_wrapper(base, "prolog", "prolog"), prolog_epilog_timeout=30,
+    write_private(base / "node.token", NODE_TOKEN + "\n")
+    c = slurm.cluster(base / "slurm", epilog=_wrapper(base, etc, "epilog", "epilog"),
+                      epilog_slurmctld=_wrapper(base, etc, "epilog-ctld", "epilog-slurmctld"),
+                      prolog=_wrapper(base, etc, "prolog", "prolog"), prolog_epilog_timeout=30,
                       prolog_flags="Alloc")  # the prolog runs on every node at allocation (hooks/README.md)
     c.install()
     c.start()
-    c.base = base
-    c.fakes = fakes
+    c.base, c.etc, c.fakes = base, etc, fakes
+    c.node_recorder = _recorder(base, "node-recorder", NODE_BIN)
+    c.ctld_recorder = _recorder(base, "ctld-recorder", BIN)
     c.clients = slurm.clients(c, base / "clients")  # this Slurm's scontrol, for `attribution drain`
     try:
         yield c
     finally:
         drained = c.drained_nodes()
         c.stop()
+        drop_safe_dir(etc)
         assert drained == [], f"nodes drained during the hook tests: {drained}"
 
 
@@ -118,11 +147,24 @@ def fresh_kernel_logs(cluster):
 
 
 @pytest.fixture
-def db(cluster, pg_url):
-    (cluster.base / "config.yaml").write_text(f"database:\n  url: {pg_url}\n  connect_timeout: 2\n")
+def db(cluster, pg_url, tmp_path):
+    """This test's database (fresh), the service over it that the nodes report to, and the controller's
+    configuration writing to it; the engine the test reads with. `db.service` and `db.url` for the tests that
+    put something between the hooks and them."""
+    from tests.harness.service import start_service
+
+    svc = start_service(pg_url, tmp_path / "service",
+                        extra_tokens=f"report {NODE_TOKEN} nodes cluster=attrtest nodes=node[1-2]\n")
+    (cluster.base / "config.yaml").write_text(f"home: {cluster.base}/home-ctld\ndatabase:\n  url: {pg_url}\n"
+                                              "  connect_timeout: 2\n")
+    write_hook_envs(cluster, svc.url)
     engine = create_engine(pg_url)
-    yield engine
-    engine.dispose()
+    engine.service, engine.db_url = svc, pg_url
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        svc.stop()
 
 
 def _job(cluster, script: str, nodes: int = 2) -> str:
@@ -315,9 +357,21 @@ def test_successful_job_with_a_fault_line_keeps_the_event(cluster, db):
     assert _python_calls(cluster, job) == ["node1"]  # the node hook only: the controller saw a clean success
 
 
-def test_database_down_during_a_failing_job_spools_then_flush_stores_once(cluster, db, pg_server, pg_url):
-    pg_server.embedded.stop()
+def test_service_and_database_away_during_a_failing_job_spool_then_a_flush_stores_once(cluster, db):
+    """The nodes' service and the controller's database both refuse connections while a job fails: every hook
+    still ends in time with status 0, each host spools its report; once they are back, each host's flush sends
+    its report, the verdict is the job's, and a second flush sends nothing (no event or verdict doubled)."""
+    from urllib.parse import urlsplit
+
+    from sqlalchemy.engine import make_url
+
+    svc_port = urlsplit(db.service.url).port
+    db_url = make_url(db.db_url)
+    to_service, to_db = Proxy(("127.0.0.1", svc_port)), Proxy((db_url.host or "127.0.0.1", db_url.port or 5432))
     try:
+        write_hook_envs(cluster, url_via(db.service.url, to_service.port))
+        (cluster.base / "config.yaml").write_text(f"home: {cluster.base}/home-ctld\ndatabase:\n  url: "
+                                                  f"{url_via(db.db_url, to_db.port)}\n  connect_timeout: 2\n")
         script = (f'echo "$(date -u "+[%a %b %e %H:%M:%S %Y]") {XID79}" >> {cluster.base}/kernel-node1.log\n'
                   'echo "NCCL WARN something broke"\nexit 2')
         job = _job(cluster, script)
@@ -326,31 +380,40 @@ def test_database_down_during_a_failing_job_spools_then_flush_stores_once(cluste
         for name, rows in runs.items():
             for node, rc, ms in rows:
                 assert rc == "0" and int(ms) < BUDGET * 1000, (name, node, rc, ms)
-        spooled = {n: list((cluster.base / f"home-{n}" / "spool").glob("*.spool")) for n in ("node1", "node2", "ctld")}
-        assert all(spooled.values()), spooled
+        spools = {"node1": cluster.base / "spool-node1", "node2": cluster.base / "spool-node2",
+                  "ctld": cluster.base / "home-ctld" / "spool"}
+        spooled = {n: list(d.glob("*.spool")) for n, d in spools.items()}
+        assert all(len(v) == 1 for v in spooled.values()), spooled
+        to_service.set("forward")
+        to_db.set("forward")
+
+        def flush(n):
+            if n == "ctld":
+                argv, env = [str(BIN), "spool", "flush"], {"ATTRIBUTION_CONFIG": str(cluster.base / "config.yaml")}
+            else:
+                argv, env = [str(NODE_BIN), "spool", "flush"], {"ATTRIBUTION_HOOK_ENV": str(cluster.etc /
+                                                                                      f"hook-{n}.env")}
+            return subprocess.run(argv, env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True,
+                                  timeout=120)
+
+        for n in spools:
+            r = flush(n)
+            assert r.returncode == 0, r.stdout + r.stderr
+            assert ("delivered 1," if n == "ctld" else "sent 1,") in r.stdout, r.stdout
+        v = _verdict(db, job, "gpu_hardware")
+        assert v[0] == "gpu_hardware" and v[1] == ["node1"]
+        with db.connect() as c:
+            before = c.execute(text("SELECT (SELECT count(*) FROM attribution.events), "
+                                    "(SELECT count(*) FROM attribution.verdicts)")).first()
+        for n in spools:
+            assert "nothing to" in flush(n).stdout
+        with db.connect() as c:
+            after = c.execute(text("SELECT (SELECT count(*) FROM attribution.events), "
+                                   "(SELECT count(*) FROM attribution.verdicts)")).first()
+        assert before == after
     finally:
-        pg_server.embedded.start()
-    env = dict(os.environ, ATTRIBUTION_CONFIG=str(cluster.base / "config.yaml"))
-
-    def flush(n):
-        return subprocess.run([str(BIN), "spool", "flush"], env=dict(env, ATTRIBUTION_HOME=str(cluster.base / f"home-{n}")),
-                              capture_output=True, text=True, timeout=120)
-
-    for n in ("node1", "node2", "ctld"):
-        r = flush(n)
-        assert r.returncode == 0, r.stdout + r.stderr
-        assert "replayed 1," in r.stdout
-    v = _verdict(db, job, "gpu_hardware")
-    assert v[0] == "gpu_hardware" and v[1] == ["node1"]
-    with db.connect() as c:
-        before = c.execute(text("SELECT (SELECT count(*) FROM attribution.events), "
-                                "(SELECT count(*) FROM attribution.verdicts)")).first()
-    for n in ("node1", "node2", "ctld"):
-        assert "nothing to replay" in flush(n).stdout
-    with db.connect() as c:
-        after = c.execute(text("SELECT (SELECT count(*) FROM attribution.events), "
-                               "(SELECT count(*) FROM attribution.verdicts)")).first()
-    assert before == after
+        to_service.close()
+        to_db.close()
 
 
 def test_garbage_logs_and_output_never_fail_a_hook(cluster, db):
@@ -423,6 +486,7 @@ def test_drain_apply_drains_the_faulty_node_with_its_reason_and_resume_returns_i
     ingest(ruleset, db, ctx, [ev], [], "bundle")
     env = dict(os.environ, ATTRIBUTION_CONFIG=str(cluster.base / "config.yaml"),
                ATTRIBUTION_HOME=str(cluster.base / "home-admin"), SLURM_CONF=str(cluster.conf_path))
+    env.pop("ATTRIBUTION_DATABASE_URL", None)
 
     def cli(*args):
         return subprocess.run([str(BIN), *args], env=env, capture_output=True, text=True, timeout=120)

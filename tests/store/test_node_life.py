@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import text
 
 from attribution.drain.policy import NodeState, load_policy
-from attribution.pipeline import ingest_bundle
+from attribution.pipeline.ingest import ingest_bundle
 from attribution.store import drain as sd
 from attribution.store import node_life
 from attribution.store.backtest import plan_as_of

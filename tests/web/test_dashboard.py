@@ -64,7 +64,7 @@ def test_a_report_only_token_or_a_forged_cookie_does_not_sign_in(service):
     with httpx.Client(base_url=service.url, follow_redirects=False, timeout=60) as client:
         r = client.post("/ui/login", data={"token": service.tokens["report"]})
         assert r.status_code == 401 and "lacks the read scope" in r.text
-        good = httpx.post(service.url + "/ui/login", data={"token": service.tokens["read"]}).cookies
+        good = httpx.post(service.url + "/ui/login", data={"token": service.tokens["read"]}, timeout=60).cookies
         value = good.get("attribution_session")
         digest, expires, sig = value.split(".")
         forged = f"{digest}.{int(expires) + 10**6}.{sig}"  # a longer life without the key
@@ -75,7 +75,7 @@ def test_a_report_only_token_or_a_forged_cookie_does_not_sign_in(service):
 def test_sign_in_never_redirects_off_the_dashboard(service):
     for evil in ("https://evil.example/", "//evil.example/ui/", "/v1/jobs", "/ui\\..\\x"):
         r = httpx.post(service.url + "/ui/login", data={"token": service.tokens["read"], "next": evil},
-                       follow_redirects=False)
+                       follow_redirects=False, timeout=60)
         assert r.headers["location"] == "/ui/jobs", evil
 
 
