@@ -212,9 +212,11 @@ def after_epilog(ruleset, settings, engine_factory, doc: Mapping, info: Mapping[
     if remaining is not None and remaining < 1:
         return ["job actions skipped: no time left"]
     ctx = doc.get("context") or {}
+    t0 = time.monotonic()
     try:  # at most six Slurm calls: a comment (scontrol, sacctmgr), a requeue (hold, update, release)
         with engine_factory() as engine:
-            return act_on_job(ruleset, engine, ja, from_settings(ja, None if remaining is None else remaining / 6),
-                              str(doc.get("cluster")), str(ctx.get("job_id")), info=info, actor="epilog")
+            words = act_on_job(ruleset, engine, ja, from_settings(ja, None if remaining is None else remaining / 6),
+                               str(doc.get("cluster")), str(ctx.get("job_id")), info=info, actor="epilog")
     except Exception as exc:  # the database went away, a fault of ours: the job is stored, the hook goes on
         return [f"job actions failed: {type(exc).__name__}: {exc}"]
+    return words + [f"job actions {time.monotonic() - t0:.3f}s"] if words else []

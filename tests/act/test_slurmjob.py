@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from sqlalchemy import create_engine, text
 
 from tests.conftest import ROOT
 from tests.harness.hooknode import drop_safe_dir, safe_dir
+from tests.harness.requeue import requeue_cluster, wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -50,13 +50,9 @@ def cluster(tmp_path_factory, slurm):
     hook = etc / "epilog-slurmctld.sh"  # what slurm.conf names: the real hook, pointed at the test's hook.env
     hook.write_text(f"#!/bin/bash\nATTRIBUTION_HOOK_ENV={etc}/hook.env exec {ROOT / 'hooks' / 'epilog-slurmctld'}\n")
     hook.chmod(0o755)
-    c = slurm.cluster(base / "slurm", epilog=None, epilog_slurmctld=str(hook), prolog=None,
-                      prolog_epilog_timeout=60, with_accounting=True, extra_env={"TZ": "UTC"},
-                      binds=[*slurm.binds, etc], slurmctld_port=16867, slurmdbd_port=16868,
-                      node_ports=(17051, 17052), mysql_port=13366, restd_port=16870)
-    c.extra_slurm_conf.append(f"AuthInfo=socket={c.munge_socket},cred_expire=10")  # requeued: eligible in 10 s
-    c.install()
-    c.start()
+    c = requeue_cluster(slurm, base / "slurm", epilog=None, epilog_slurmctld=str(hook), prolog=None,
+                        prolog_epilog_timeout=60, binds=[*slurm.binds, etc], slurmctld_port=16867,
+                        slurmdbd_port=16868, node_ports=(17051, 17052), mysql_port=13366, restd_port=16870)
     c.base, c.etc = base, etc
     c.clients = slurm.clients(c, base / "clients")
     try:
@@ -84,15 +80,6 @@ def db(pg_url):
     engine.dispose()
 
 
-def _wait(predicate, timeout: float = 90, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
 
 def _submit_failing_on_a_lost_gpu(cluster, ruleset, db, *flags: str) -> tuple[str, str]:
     """A job that fails, and the GPU-lost fault its node's kernel reported while it ran; (job id, its node)."""
@@ -107,7 +94,8 @@ def _submit_failing_on_a_lost_gpu(cluster, ruleset, db, *flags: str) -> tuple[st
     script.write_text(JOB)
     script.chmod(0o755)
     job = cluster.sbatch(["-N1", *flags, f"-o{jobs}/slurm-%j.out", str(script)])
-    info = _wait(lambda: (i := cluster.job_info(job)) and i.get("JobState") == "RUNNING" and i, 60, "the job to run")
+    info = wait_until(lambda: (i := cluster.job_info(job)) and i.get("JobState") == "RUNNING" and i, 60,
+                      "the job to run")
     node, start = info["NodeList"], datetime.fromisoformat(info["StartTime"]).replace(tzinfo=UTC)
     at = datetime.now(UTC).replace(microsecond=0)
     ctx = parse_context(f"cluster: attrtest\njob_id: '{job}'\nnodes: [{node}]\nstate: RUNNING\n"
@@ -148,10 +136,10 @@ def test_the_epilog_tells_the_owner_and_requeues_the_job_once_without_its_culpri
     job, node = _submit_failing_on_a_lost_gpu(cluster, ruleset, db, "--requeue")
     other = next(n for n in cluster.nodes if n != node)
     line = LINE.format(node=node, advice=f"requeued without {node}")
-    logged = _wait(lambda: _hook_lines(cluster, job), 90, "the controller's hook")
+    logged = wait_until(lambda: _hook_lines(cluster, job), 90, "the controller's hook")
     assert "; stored; AdminComment set (sacctmgr); requeued without " + node + ";" in logged[0], logged
     # the run that failed: its accounting record has the line, for its owner's `sacct`
-    rows = _wait(lambda: (r := _sacct(cluster, job)) and r[0][1] == "REQUEUED" and r[0][3] and r, 30, "sacct")
+    rows = wait_until(lambda: (r := _sacct(cluster, job)) and r[0][1] == "REQUEUED" and r[0][3] and r, 30, "sacct")
     assert rows[0] == [job, "REQUEUED", node, _recorded(cluster, line)]
     # the job again: pending or run without the node, the line on the live job too
     info = cluster.job_info(job)
@@ -176,9 +164,9 @@ def test_requeue_apply_requeues_a_job_that_allows_it_and_leaves_the_other(cluste
     allows, node_a = _submit_failing_on_a_lost_gpu(cluster, ruleset, db, "--requeue")
     refuses, node_b = _submit_failing_on_a_lost_gpu(cluster, ruleset, db, "--no-requeue")
     for job, node in ((allows, node_a), (refuses, node_b)):
-        logged = _wait(lambda: _hook_lines(cluster, job), 90, "the controller's hook")
+        logged = wait_until(lambda: _hook_lines(cluster, job), 90, "the controller's hook")
         assert "; stored; AdminComment set (sacctmgr);" in logged[0], logged
-        rows = _wait(lambda: (r := _sacct(cluster, job)) and r[0][3] and r, 30, "sacct")
+        rows = wait_until(lambda: (r := _sacct(cluster, job)) and r[0][3] and r, 30, "sacct")
         assert rows[0] == [job, "FAILED", node, _recorded(cluster, LINE.format(node=node, advice="resubmit"))]
 
     def cli(*args):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from datetime import datetime, timedelta, timezone
 
 import httpx
@@ -22,6 +21,7 @@ from sqlalchemy import create_engine, text
 
 from tests.conftest import ROOT
 from tests.harness.documents import controller_document, node_documents
+from tests.harness.requeue import requeue_cluster, wait_until
 from tests.harness.service import start_service
 
 pytestmark = pytest.mark.slurm
@@ -37,12 +37,9 @@ def cluster(tmp_path_factory, slurm):
                    capture_output=True, timeout=300)
     base = tmp_path_factory.mktemp("serviceactions")
     base.chmod(0o755)
-    c = slurm.cluster(base / "slurm", epilog=None, epilog_slurmctld=None, prolog=None, with_accounting=True,
-                      extra_env={"TZ": "UTC"}, slurmctld_port=16877, slurmdbd_port=16878,
-                      node_ports=(17061, 17062), mysql_port=13376, restd_port=16880)
-    c.extra_slurm_conf.append(f"AuthInfo=socket={c.munge_socket},cred_expire=10")  # requeued: eligible in 10 s
-    c.install()
-    c.start()
+    c = requeue_cluster(slurm, base / "slurm", epilog=None, epilog_slurmctld=None, prolog=None,
+                        slurmctld_port=16877, slurmdbd_port=16878, node_ports=(17061, 17062), mysql_port=13376,
+                        restd_port=16880)
     c.base = base
     c.clients = slurm.clients(c, base / "clients")
     try:
@@ -50,15 +47,6 @@ def cluster(tmp_path_factory, slurm):
     finally:
         c.stop()
 
-
-def _wait(predicate, timeout: float = 60, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _bundle(cluster, job: str, folder):
@@ -114,18 +102,19 @@ def test_the_service_tells_the_owner_and_requeues_once_without_the_culprit(clust
         post(controller_document(ruleset, tmp_path / "bundle"))
         unknown = ("attribution: unknown (low confidence), no fault event found, job state FAILED; cause not found; "
                    "the operators investigate")
-        _wait(lambda: first_run()[3] == recorded(unknown), 60, "the first line")
+        wait_until(lambda: first_run()[3] == recorded(unknown), 60, "the first line")
         assert audit() == [("admin_comment", "applied", None, unknown, "service")]
         assert cluster.job_info(job)["JobState"] == "FAILED"  # no culprit: not requeued
         (node_doc,) = node_documents(tmp_path / "bundle")
         post(node_doc)
         line = (f"attribution: gpu_hardware, GPU 0000:3b:00 on {node} fell off the PCIe bus (Xid 79); "
                 f"not the application; requeued without {node}")
-        rows = _wait(lambda: (a := audit()) and len(a) >= 3 and a, 90, "the service's job actions")
+        rows = wait_until(lambda: (a := audit()) and len(a) >= 3 and a, 90, "the service's job actions")
         assert rows == [("admin_comment", "applied", None, unknown, "service"),
                         ("requeue", "applied", [node], "policy met", "service"),
                         ("admin_comment", "applied", None, line, "service")]
-        info = _wait(lambda: (i := cluster.job_info(job)) and i.get("ExcNodeList") == node and i, 30, "the requeue")
+        info = wait_until(lambda: (i := cluster.job_info(job)) and i.get("ExcNodeList") == node and i, 30,
+                          "the requeue")
         assert info["Restarts"] == "1"
         assert first_run() == [job, "REQUEUED", node, recorded(line)]
         assert cluster.wait_job(job, timeout=150) == "COMPLETED" and cluster.job_info(job)["NodeList"] == other
