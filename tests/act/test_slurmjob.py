@@ -196,4 +196,7 @@ def test_requeue_apply_requeues_a_job_that_allows_it_and_leaves_the_other(cluste
     assert rows[0][5] == "epilog" and rows[1][5] == rows[2][5] != "epilog"  # the CLI's user
     assert [a[1] for a in _audit(db, refuses) if a[0] == "requeue"] == ["skipped"]  # the same skip, recorded once
     assert _sacct(cluster, allows)[0] == [allows, "REQUEUED", node_a, _recorded(cluster, requeued_line)]
+    log = subprocess.run([str(BIN), "requeue", "log", "--cluster", "attrtest"], env=env, capture_output=True,
+                         text=True, timeout=120).stdout.splitlines()
+    assert any(f"requeue       applied  attrtest/{allows} without {node_a}  {cause}  policy met" in ln for ln in log)
     assert cluster.wait_job(allows, timeout=150) == "COMPLETED"
