@@ -8,7 +8,7 @@ import re
 import click
 
 from attribution.cli import main
-from attribution.config import DatabaseSettings, EpilogSettings, ServiceSettings, Settings
+from attribution.config import DatabaseSettings, EpilogSettings, JobActionSettings, ServiceSettings, Settings
 
 from tests.conftest import ROOT
 
@@ -91,7 +91,7 @@ def test_every_view_is_documented():
 
 def test_every_setting_is_documented():
     doc = (ROOT / "docs" / "configuration.md").read_text()
-    for cls in (Settings, DatabaseSettings, EpilogSettings, ServiceSettings):
+    for cls in (Settings, DatabaseSettings, EpilogSettings, ServiceSettings, JobActionSettings):
         for name in cls.__dataclass_fields__:
             if name in ("source",):
                 continue

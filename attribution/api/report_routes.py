@@ -54,6 +54,8 @@ def add_report_routes(app: FastAPI, svc: Service) -> None:
                                             svc.settle.may_attribute(key), wait_seconds=wait_until - time.monotonic())
         if pending is not None:
             defer(key, *pending)
+        if svc.acting is not None and out.outcome is not None:  # attributed: what it makes us do in Slurm
+            svc.acting.after_attribution(svc, *key)
         return out
 
     def defer(key, ctx, job) -> None:
@@ -76,6 +78,8 @@ def add_report_routes(app: FastAPI, svc: Service) -> None:
                 svc.settle.attributed(key)
                 if svc.metrics is not None and done is not None:
                     svc.metrics.verdicts.labels(done[2].outcome).inc()
+                if svc.acting is not None and done is not None:
+                    svc.acting.after_attribution(svc, *key)
             except Exception:  # the job stays pending: the next report or the attribute-pending timer takes it
                 svc.settle.done(key)
                 import logging

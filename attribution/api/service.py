@@ -11,6 +11,7 @@ from attribution.config import ServiceSettings, Settings
 from attribution.rulepack.values import RuleSet
 from attribution.api.auth import TokenTable
 from attribution.api.blocking import Lane
+from attribution.api.jobactions import JobActor
 from attribution.api.jobgate import JobGate
 from attribution.api.metrics import ServiceMetrics
 from attribution.api.settle import Settle
@@ -29,6 +30,7 @@ class Service:
     jobs: JobGate  # one report per job at a time in this process
     metrics: ServiceMetrics | None = None  # GET /metrics (api.metrics); None: not counted
     settle: Settle = field(default_factory=lambda: Settle(0.0))  # a job's verdict at most once per settle interval
+    acting: JobActor | None = None  # what a verdict makes the service do in Slurm (job_actions:); None: nothing
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -53,4 +55,5 @@ def build_service(settings: Settings, ruleset: RuleSet, tokens: TokenTable) -> S
         jobs=JobGate(),
         metrics=ServiceMetrics.create(),
         settle=Settle(svc.settle_seconds),
+        acting=JobActor.of(settings),
     )

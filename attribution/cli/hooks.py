@@ -84,6 +84,10 @@ def run_controller(ctx: click.Context, budget: float | None, scontrol_output: Pa
                 parts.append("refused")
             else:
                 parts.append("stored" + (" through the service" if settings.service_url else ""))
+                if not settings.service_url:  # job_actions: the service acts on the jobs reported to it
+                    from attribution.pipeline.jobactions import after_epilog
+
+                    parts += after_epilog(rs, settings, lambda: _engine(ctx, settings, deadline), doc, info, deadline)
                 if res.replayed > 1:
                     parts.append(f"replayed {res.replayed - 1} spooled")
             parts += [f"set aside: {b}" for b in res.bad]

@@ -10,7 +10,7 @@ pydantic) only when the configuration changed.
 from attribution.config.load import (SYSTEM_CONFIG, load_settings, parse_connectors, parse_settings, problems_of,
                                      user_config)
 from attribution.config.sections import (FILE_SOURCES, ConnectorSettings, DatabaseSettings, EpilogSettings,
-                                         FileSourceSettings, HttpAuthSettings, KubernetesSettings,
+                                         FileSourceSettings, HttpAuthSettings, JobActionSettings, KubernetesSettings,
                                          KueueWatchSettings, LokiSettings, PrometheusSettings, ServiceSettings,
                                          Settings, SlurmCommandSettings, SlurmrestdSettings, WatchSettings,
                                          default_home)
@@ -21,4 +21,4 @@ __all__ = ["SYSTEM_CONFIG", "FILE_SOURCES", "load_settings", "parse_settings", "
            "user_config", "default_home", "read_secret", "Settings", "DatabaseSettings", "EpilogSettings",
            "ServiceSettings", "ConnectorSettings", "HttpAuthSettings", "LokiSettings", "PrometheusSettings",
            "KubernetesSettings", "SlurmCommandSettings", "SlurmrestdSettings", "FileSourceSettings",
-           "KueueWatchSettings", "WatchSettings"]
+           "KueueWatchSettings", "WatchSettings", "JobActionSettings"]

@@ -356,6 +356,25 @@ class ServiceSettings:
         return split_host_port(self.listen)  # checked when the settings were made
 
 
+def _absolute(v: Any) -> str:
+    if not isinstance(v, str) or not v.startswith("/"):
+        raise ValueError(f"must be an absolute path, got {v!r}")
+    return v
+
+
+@dataclass(frozen=True, config=_CONFIG)
+class JobActionSettings:
+    """What attribution does to a failed job in Slurm once it has its verdict (docs/job-actions.md), both off by
+    default; the process that attributes the job acts (the controller's epilog storing into the database, or the
+    service)."""
+
+    admin_comment: Flag = False  # the job's AdminComment: one line of its verdict, updated when it changes
+    requeue: Flag = False  # requeue a job that allows it around its culprits (rules/requeue-policy.yaml)
+    scontrol: Annotated[str, BeforeValidator(_absolute)] = "/usr/bin/scontrol"
+    sacctmgr: Annotated[str, BeforeValidator(_absolute)] = "/usr/bin/sacctmgr"  # a finished job's record
+    timeout_seconds: Seconds = 10.0  # one Slurm command
+
+
 def _path_or_unset(v: Any) -> Any:
     return v or None  # an empty value is the default
 
@@ -374,13 +393,15 @@ class Settings:
     source: Optional[str] = None  # the file these settings came from
     connectors: ConnectorSettings = field(default_factory=ConnectorSettings)
     watch: WatchSettings = field(default_factory=WatchSettings)
+    job_actions: JobActionSettings = field(default_factory=JobActionSettings)
     #: the `alerts:` section (attribution.config.alerts); None when the file has none
     alerts: Annotated[Optional[AlertSettings], BeforeValidator(lambda v: {} if v is None else v)] = None
 
     @model_validator(mode="before")
     @classmethod
     def _unset_sections(cls, data: Any) -> Any:
-        return _unset_is_default(data, ("home", "database", "epilog", "service", "connectors", "watch"))
+        return _unset_is_default(data, ("home", "database", "epilog", "service", "connectors", "watch",
+                                       "job_actions"))
 
     @property
     def spool(self) -> Path:
@@ -394,4 +415,4 @@ class Settings:
 __all__ = ["FILE_SOURCES", "DEFAULT_POD_SELECTORS", "default_home", "split_host_port", "DatabaseSettings",
            "EpilogSettings", "HttpAuthSettings", "LokiSettings", "PrometheusSettings", "KubernetesSettings",
            "SlurmCommandSettings", "SlurmrestdSettings", "FileSourceSettings", "ConnectorSettings",
-           "KueueWatchSettings", "WatchSettings", "ServiceSettings", "Settings"]
+           "KueueWatchSettings", "WatchSettings", "ServiceSettings", "JobActionSettings", "Settings"]

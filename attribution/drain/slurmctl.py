@@ -48,6 +48,22 @@ def node_state_of_line(line: str) -> NodeState | None:
                      slurm_time(info.get("SlurmdStartTime")))
 
 
+def run_slurm(path: str, args: list[str], timeout: float, env: dict | None = None, utc: bool = False) -> str:
+    """A Slurm client command (scontrol, sacctmgr) with `args`, no shell, within `timeout`: its output, or
+    SlurmError with the first line it printed."""
+    name = os.path.basename(path)
+    if utc:  # scontrol prints times in its local zone, without saying which: make that UTC
+        env = {**(os.environ if env is None else env), "TZ": "UTC"}
+    try:
+        r = subprocess.run([path, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SlurmError(f"{name} {' '.join(args[:2])}: {exc}") from None
+    if r.returncode != 0:
+        err = (r.stderr or r.stdout).strip().splitlines()
+        raise SlurmError(f"{name} {' '.join(args[:2])}: {err[0] if err else f'exit {r.returncode}'}")
+    return r.stdout
+
+
 @dataclass(frozen=True)
 class Scontrol:
     path: str = "/usr/bin/scontrol"
@@ -55,18 +71,7 @@ class Scontrol:
     env: dict | None = None
 
     def _run(self, args: list[str], utc: bool = False) -> str:
-        env = self.env
-        if utc:  # scontrol prints times in its local zone, without saying which: make that UTC
-            env = {**(os.environ if env is None else env), "TZ": "UTC"}
-        try:
-            r = subprocess.run([self.path, *args], capture_output=True, text=True, timeout=self.timeout,
-                               env=env, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise SlurmError(f"scontrol {' '.join(args[:2])}: {exc}") from None
-        if r.returncode != 0:
-            err = (r.stderr or r.stdout).strip().splitlines()
-            raise SlurmError(f"scontrol {' '.join(args[:2])}: {err[0] if err else f'exit {r.returncode}'}")
-        return r.stdout
+        return run_slurm(self.path, args, self.timeout, self.env, utc)
 
     def cluster_name(self) -> str | None:
         for line in self._run(["show", "config"]).splitlines():

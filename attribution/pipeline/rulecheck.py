@@ -128,7 +128,10 @@ def check_pack(directory: Path | None, hook_filter: Path | None = None) -> tuple
 
     from attribution.extract import redact
 
+    from attribution.act.requeue import policy_problems as requeue_problems
+
     problems = check_examples(rs) + (policy_problems(rs) if rs.document("drain_policy") else [])
+    problems += requeue_problems(rs)
     problems += redact.check_examples(rs)
     problems += counter_examples(rs, example_context())
     problems += hookfilter.rule_problems(rs)

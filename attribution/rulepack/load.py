@@ -50,7 +50,7 @@ def load_rules(directory: Path | str | None = None) -> RuleSet:
         catalogs=MappingProxyType(b.catalogs), graph=b.graph, job_states=b.job_states,
         metric_rules=tuple(b.metric_rules), drain_policy=b.drain_policy, redactions=b.redactions,
         documents=MappingProxyType({t: tuple((d.shown, d.data) for d in v) for t, v in docs.items()
-                                    if t in ("drain_policy", "metric_rules", "counter_rules")}),
+                                    if t in ("drain_policy", "requeue_policy", "metric_rules", "counter_rules")}),
         _by_source=MappingProxyType({k: tuple(v) for k, v in by_source.items()}),
         _sets=MappingProxyType({k: search_set(r.pattern for r in v) for k, v in by_source.items()}),
         _prefilters=MappingProxyType({k: Prefilter(r.prefilter for r in v) for k, v in by_source.items()}),

@@ -28,6 +28,7 @@ FILE_TYPES = {
     "causal_graph": "causal_graph.schema.json",
     "job_states": "job_states.schema.json",
     "drain_policy": "drain_policy.schema.json",
+    "requeue_policy": "requeue_policy.schema.json",
     "metric_rules": "metric_rules.schema.json",
     "counter_rules": "counter_rules.schema.json",
     "redactions": "redactions.schema.json",

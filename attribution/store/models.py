@@ -62,6 +62,7 @@ DISTRIBUTION: dict[str, tuple[str, str | None] | None] = {
     "failed_roots": ("node", "events"),
     "failed_root_series": ("node", "events"),
     "drain_actions": ("node", "events"),
+    "job_actions": ("job_id", "jobs"),
     "device_counters": ("job_id", "jobs"),
     "job_evidence": ("job_id", "jobs"),
     "job_evidence_pieces": ("job_id", "jobs"),
@@ -470,6 +471,30 @@ class DrainAction(Base):
     reason: Mapped[str | None] = mapped_column(Text)
     detail: Mapped[str | None] = mapped_column(Text)
     evidence: Mapped[dict | None] = mapped_column(JSONB)
+    policy_version: Mapped[str | None] = mapped_column(Text)
+    actor: Mapped[str | None] = mapped_column(Text)
+
+
+class JobAction(Base):
+    """The audit of what attribution did to a failed job in Slurm (0026): the AdminComment written for its owner,
+    each requeue decision (applied, skipped, capped, failed). A cause of a job is requeued once."""
+
+    __tablename__ = "job_actions"
+    __table_args__ = (PrimaryKeyConstraint("job_id", "id"), Index(None, "cluster", "at"),
+                      Index("uq_job_actions_requeued_cause", "job_id", "cluster", "cause", unique=True,
+                            postgresql_where=text("action = 'requeue' AND decision = 'applied'")))
+
+    job_id: Mapped[str] = mapped_column(Text)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False))
+    at: Mapped[datetime] = mapped_column(TS, server_default=text("now()"))
+    cluster: Mapped[str] = mapped_column(Text)
+    job_start: Mapped[datetime | None] = mapped_column(TS)
+    action: Mapped[str] = mapped_column(Text)  # admin_comment | requeue
+    decision: Mapped[str] = mapped_column(Text)  # applied | skipped | capped | failed
+    user_name: Mapped[str | None] = mapped_column(Text)
+    cause: Mapped[str | None] = mapped_column(Text)
+    nodes: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
+    detail: Mapped[str | None] = mapped_column(Text)
     policy_version: Mapped[str | None] = mapped_column(Text)
     actor: Mapped[str | None] = mapped_column(Text)
 

@@ -213,7 +213,15 @@ def add_web_routes(app: FastAPI, svc: Service) -> None:
             return chart_section(tl), chart_page_scripts(tl, palette, script_src=script.url)
 
         section, scripts = await svc.cpu.run(chart)
-        return page("job.html", csp=CSP_CHARTS, title=f"Job {j.get('job_id')}", page="job", doc=doc,
+
+        def owner_section() -> dict:  # the AdminComment line, the requeue plan, what was done (job_actions:)
+            from attribution.pipeline.jobactions import job_plan
+
+            with svc.engine.connect() as c:
+                return job_plan(svc.ruleset, c, str(j.get("cluster")), str(j.get("job_id")), doc)
+
+        acted = await svc.db.run(owner_section)
+        return page("job.html", csp=CSP_CHARTS, title=f"Job {j.get('job_id')}", page="job", doc=doc, acted=acted,
                     other_starts=[format_utc(s) for s in found.starts], symptom_groups=views.symptom_groups(doc),
                     counter_evidence=views.counter_evidence(found.events, doc),
                     gaps=[c for c in doc.get("coverage") or [] if c.get("status") != "ok"],

@@ -36,11 +36,12 @@ WRITER, READER = "attribution_writer", "attribution_reader"
 #: 0018 made a third role for the nodes' inbox, 0020 dropped it with the inbox
 SUBMITTER = "attribution_submitter"
 #: What ingest writes (attribution/store/writer.py); 0004 added the two rollups after 0002, 0010 the evidence kept
-#: for replay, 0007 event_jobs, 0012 failed_root_series; 0019 dropped verdict_symptoms (the roles are on the verdict).
+#: for replay, 0007 event_jobs, 0012 failed_root_series; 0019 dropped verdict_symptoms (the roles are on the verdict);
+#: 0024 job_evidence_pieces (a reporter's kept lines), 0026 job_actions (the epilog and the service audit what they
+#: did to jobs in Slurm).
 INGEST_TABLES = {"jobs", "events", "job_events", "verdicts", "coverage", "fault_weeks",
                  "rule_packs", "fault_series", "failed_roots", "device_counters", "job_evidence", "job_evidence_pieces",
-                 "event_jobs",
-                 "failed_root_series", "kueue_watch_bookmarks", "kueue_watch_attempts"}
+                 "event_jobs", "failed_root_series", "kueue_watch_bookmarks", "kueue_watch_attempts", "job_actions"}
 UTC = timezone.utc
 
 

@@ -82,9 +82,10 @@ def write_tokens(path: Path) -> dict[str, str]:
 def start_service(db_url: str, tmp_dir: Path, service: dict[str, Any] | None = None, workers: int = 1,
                   timeout: float = 60, database: dict[str, Any] | None = None,
                   serve_args: tuple[str, ...] = (), extra_tokens: str = "",
-                  open_files: int | None = None) -> RunningService:
+                  open_files: int | None = None, settings: dict[str, Any] | None = None) -> RunningService:
     """Start `attribution serve` on 127.0.0.1:<free port> against `db_url` (already migrated). `extra_tokens`:
-    lines added to the tokens file; `open_files`: the server's RLIMIT_NOFILE (soft and hard)."""
+    lines added to the tokens file; `open_files`: the server's RLIMIT_NOFILE (soft and hard); `settings`: more
+    sections of its configuration file (e.g. job_actions)."""
     import httpx
 
     tmp_dir.mkdir(parents=True, exist_ok=True)
@@ -96,6 +97,7 @@ def start_service(db_url: str, tmp_dir: Path, service: dict[str, Any] | None = N
     port = free_port()
     config = tmp_dir / "config.yaml"
     settings = {
+        **(settings or {}),
         "home": str(tmp_dir / "home"),
         "database": {"url": db_url, **(database or {})},
         "service": {"listen": f"127.0.0.1:{port}", "tokens_file": str(tokens_file), "workers": workers,

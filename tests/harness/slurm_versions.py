@@ -49,10 +49,10 @@ class SlurmVersion:
         return SlurmCluster(base_dir, *args, **ports, **rest)
 
     def clients(self, cluster: SlurmCluster, directory: Path) -> Path:
-        """A directory of `sacct`, `scontrol`, `sbatch`, `sinfo` for this cluster's Slurm, to put first on PATH
-        (inside the root for 24.11; the host's own for 22.05)."""
+        """A directory of `sacct`, `sacctmgr`, `scontrol`, `sbatch`, `sinfo` for this cluster's Slurm, to put first
+        on PATH (inside the root for 24.11; the host's own for 22.05)."""
         directory.mkdir(parents=True, exist_ok=True)
-        for name in ("sacct", "scontrol", "sbatch", "sinfo", "squeue", "scancel"):
+        for name in ("sacct", "sacctmgr", "scontrol", "sbatch", "sinfo", "squeue", "scancel"):
             p = directory / name
             if cluster.runner is not None:
                 cluster.runner.wrapper(p, f"/usr/bin/{name}")

@@ -451,3 +451,32 @@ def test_a_path_part_that_is_no_name_is_a_404_page_not_an_error(browser_session)
         r = browser_session.get(path)
         assert r.status_code == 404 and "name (" in r.text and 'id="problem"' in r.text, path
     assert browser_session.get("/ui/nodes/c1/a%00b").status_code == 404  # no name holds a NUL
+
+
+def test_the_job_page_shows_the_owners_line_the_requeue_plan_and_what_was_done(browser_session, demo_store):
+    """The job's AdminComment line (act.notice), what the requeue policy says of it from the store, and the audit
+    of what was done to the job id (job_actions)."""
+    from attribution.store.jobactions import record
+
+    with demo_store.engine.connect() as c:
+        job = c.execute(text(
+            "SELECT j.cluster, j.job_id, j.job_start, j.root_node, j.root_code, v.root_gpu "
+            "FROM attribution.job_verdicts j JOIN attribution.verdicts v ON v.id = j.verdict_id "
+            "WHERE j.root_kind = 'nvlink_error' ORDER BY j.job_end DESC, j.job_id LIMIT 1")).one()
+        app = c.execute(text("SELECT cluster, job_id FROM attribution.job_verdicts WHERE outcome = 'application' "
+                             "ORDER BY job_end DESC, job_id LIMIT 1")).one()
+    with demo_store.engine.begin() as c:
+        record(c, job.cluster, job.job_id, job.job_start, "requeue", "applied", "policy met", cause="k",
+               nodes=[job.root_node], actor="epilog")
+    html = browser_session.get(f"/ui/jobs/{job.cluster}/{job.job_id}").text
+    line = re.search(r'<dd id="owner-line">(.*?)</dd>', html, re.S).group(1)
+    assert f"attribution: nvlink, GPU {job.root_gpu} on {job.root_node} reported a fatal NVLink error " \
+           f"(Xid {job.root_code}); not the application; resubmit</span>" in line
+    plan = re.search(r'<dd id="requeue-plan">(.*?)</dd>', html, re.S).group(1)
+    assert "skipped: the run ended more than 30 minutes ago" in plan  # the demo's jobs ended weeks ago
+    done = re.search(r'<table id="job-actions">(.*?)</table>', html, re.S).group(1)
+    assert 'data-action="requeue" data-decision="applied"' in done and f"<td>{job.root_node}</td>" in done
+    html = browser_session.get(f"/ui/jobs/{app.cluster}/{app.job_id}").text
+    plan = re.search(r'<dd id="requeue-plan">(.*?)</dd>', html, re.S).group(1)
+    assert "not a candidate: outcome application is not one the policy requeues" in plan
+    assert 'id="job-actions"' not in html

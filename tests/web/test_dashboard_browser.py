@@ -114,6 +114,9 @@ def test_from_the_job_list_to_the_culprit_node_in_a_real_browser(browser, servic
     assert page.evaluate("document.querySelectorAll('#verdict, #outcome, #root-cause').length") == 3  # once
     root = page.evaluate("document.getElementById('root-cause').textContent")
     assert job.root_kind in root and job.root_node in root
+    owner = page.evaluate("document.getElementById('owner-line').innerText")  # what its owner's sacct would say
+    assert owner.startswith("attribution: gpu_hardware, ") and f" on {job.root_node} " in owner
+    assert "ended more than 30 minutes ago" in page.evaluate("document.getElementById('requeue-plan').innerText")
     page.wait_for(READY)  # the timeline drew, in the page itself
     assert not page.evaluate("Array.from(document.querySelectorAll('p')).some("
                              "(p) => p.offsetParent !== null && p.textContent.includes('needs JavaScript'))")
