@@ -48,7 +48,7 @@ SERVES = {
     "attribution": "engine",  # the rule pack, scope, collect, extract, correlate, config, the command line
     "attribution.node": "base", "attribution.entry": "base", "attribution.resources": "base",
     "attribution.store": "db", "attribution.pipeline.controller": "db", "attribution.pipeline.drain": "db",
-    "attribution.pipeline.history": "db", "attribution.pipeline.ingest": "db", "attribution.pipeline.intake": "db",
+    "attribution.pipeline.history": "db", "attribution.pipeline.jobactions": "db", "attribution.pipeline.ingest": "db", "attribution.pipeline.intake": "db",
     "attribution.reports": "reports",
     "attribution.store.embedded": "embedded",
     "attribution.api": "server", "attribution.web": "server", "attribution.alerts": "server",
