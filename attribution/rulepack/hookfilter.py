@@ -99,25 +99,32 @@ def error_lines_text(ruleset: RuleSet) -> str:
     """hooks/error-lines.patterns: the pack's error-looking patterns (replay/error-lines.txt), one a line, its
     informational ones as `!pattern` lines, and `=string` lines: lower-case strings of which every match of the
     patterns holds one (rulepack/literals.py; none when a pattern has no such strings), so that the node tries the
-    patterns only on the lines holding one. No comments: what the node collector reads with Python's `re` (a
+    patterns only on the lines holding one; each pattern's line ends with its own such strings after tabs
+    (`PATTERN<TAB>=s1<TAB>=s2`), so that a line is tried only with the patterns of the strings it holds. No comments: what the node collector reads with Python's `re` (a
     pattern only RE2 takes is left out here; the centre's keeper still applies it to what arrives)."""
     import re
 
     from attribution.rulepack.errorlines import error_line_patterns, informational_line_patterns
-    from attribution.rulepack.literals import required_strings
+    from attribution.rulepack.literals import required_strings, strings_of_each
 
-    out, found = [], []
-    for prefix, patterns in (("", error_line_patterns(ruleset.root)), ("!", informational_line_patterns(ruleset.root))):
+    found, informational = [], []
+    for into, patterns in ((found, error_line_patterns(ruleset.root)), (informational,
+                                                                        informational_line_patterns(ruleset.root))):
         for p in patterns:
             body = p[len("(?i:"):-1]  # the file's pattern, as written
             try:
                 re.compile(body)
             except re.error:
                 continue
-            out.append(prefix + body)
-            if not prefix:
-                found.append(body)
+            if "\t" not in body:  # a tab separates a pattern from its strings (below)
+                into.append(body)
     strings = required_strings(found) if found else None
+    each = strings_of_each(found) if strings else None
+    # a pattern's line names, after a tab, the strings one of which each of its matches holds: the node tries
+    # it only on the lines holding one of them (~4x faster than the patterns together on every such line)
+    out = [body + ("\t" + "\t".join(f"={s}" for s in sorted(mine)) if each else "")
+           for body, mine in zip(found, each or [()] * len(found))]
+    out += [f"!{body}" for body in informational]
     out += [f"={s}" for s in sorted(strings or ())]
     return "".join(f"{s}\n" for s in out)
 

@@ -70,10 +70,8 @@ def _required(items) -> frozenset[str] | None:
     return _best(cands)
 
 
-def required_strings(patterns: list[str]) -> frozenset[str] | None:
-    """Lower-case strings of which every case-insensitive match of any of `patterns` holds one, or None when
-    one of them gives none (or only strings shorter than MIN_CHARS): then only the patterns can find the lines."""
-    out: set[str] = set()
+def _each_required(patterns: list[str]) -> list[frozenset[str]] | None:
+    out = []
     for p in patterns:
         try:
             got = _required(P.parse(p))
@@ -81,6 +79,28 @@ def required_strings(patterns: list[str]) -> frozenset[str] | None:
             return None
         if got is None or min(len(s) for s in got) < MIN_CHARS:
             return None
-        out |= got
+        out.append(got)
+    return out
+
+
+def required_strings(patterns: list[str]) -> frozenset[str] | None:
+    """Lower-case strings of which every case-insensitive match of any of `patterns` holds one, or None when
+    one of them gives none (or only strings shorter than MIN_CHARS): then only the patterns can find the lines."""
+    each = _each_required(patterns)
+    if each is None:
+        return None
+    out: set[str] = set().union(*each)
     # a string that holds another is found by the other: keep the shortest
     return frozenset(s for s in out if not any(t != s and t in s for t in out))
+
+
+def strings_of_each(patterns: list[str]) -> list[frozenset[str]] | None:
+    """For each pattern, the strings of required_strings(patterns) of which every match of that pattern holds
+    one (a string the pattern needs, or one such a string holds), or None when required_strings gives none: a
+    line holding none of a pattern's strings cannot match it, so the node tries on a line only the patterns of
+    the strings it holds."""
+    each = _each_required(patterns)
+    final = required_strings(patterns) if each is not None else None
+    if each is None or final is None:
+        return None
+    return [frozenset(f for f in final if any(f in r for r in got)) for got in each]

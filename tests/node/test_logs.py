@@ -95,8 +95,9 @@ def test_error_looking_lines_are_bounded_and_say_so():
 def test_a_pattern_pythons_re_cannot_compile_is_left_out_and_no_file_means_none(tmp_path):
     f = tmp_path / "error-lines.patterns"
     f.write_text("(?P<x\n\\bboom\\b\n!boom ok\n")
-    found, informational, strings = read_error_lines(str(f))
+    found, informational, strings, by_string = read_error_lines(str(f))
     assert found.search(b"a BOOM here") and informational.search(b"boom ok") and strings is None
+    assert by_string is None
     assert read_error_lines(str(tmp_path / "none")) is None
 
 
@@ -112,18 +113,68 @@ def test_the_strings_find_every_line_the_patterns_find_in_every_log_of_the_corpo
     tests/incidents, cases and realworld the error-looking lines are the same with them and without."""
     from attribution.node.logs import _error_lines
 
-    found, informational, strings = read_error_lines(str(ERROR_LINES))
-    assert strings, "the generated file gives strings"
+    found, informational, strings, by_string = read_error_lines(str(ERROR_LINES))
+    assert strings and by_string, "the generated file gives strings, and each pattern its own"
     logs = list(_corpus_logs())
     assert len(logs) > 100
     total = 0
     for p in logs:
         data = p.read_bytes()
-        fast = _error_lines(data, (found, informational, strings), 10 ** 6)
-        slow = _error_lines(data, (found, informational, None), 10 ** 6)
-        assert fast == slow, p
+        fast = _error_lines(data, (found, informational, strings, by_string), 10 ** 6)
+        together = _error_lines(data, (found, informational, strings, None), 10 ** 6)
+        slow = _error_lines(data, (found, informational, None, None), 10 ** 6)
+        assert fast == together == slow, p
         total += len(fast[0])
     assert total > 1000  # the corpora hold error-looking lines: the comparison compared something
+
+
+def test_grep_finds_the_same_lines_as_python_in_every_log_of_the_corpora(monkeypatch):
+    """Large logs are searched by grep -F (one pass for all the strings): on every log of the corpora, searched
+    as if it were large, the kept blocks are those the Python search keeps."""
+    from attribution.node import logs as nodelogs
+    from attribution.node.logs import read_filter
+
+    errorlike = read_error_lines(str(ERROR_LINES))
+    strings = read_filter(str(ROOT / "hooks" / "suspicious.patterns"))
+    used = []
+    real = nodelogs._grep
+    monkeypatch.setattr(nodelogs, "_grep", lambda *a: used.append(1) or real(*a))
+    kept = 0
+    for p in _corpus_logs():
+        data = p.read_bytes()
+        monkeypatch.setattr(nodelogs, "GREP_FROM_BYTES", 1 << 40)
+        python = select_lines(data, strings, errorlike=errorlike)
+        monkeypatch.setattr(nodelogs, "GREP_FROM_BYTES", 0)
+        assert select_lines(data, strings, errorlike=errorlike) == python, p
+        kept += len(python[0])
+    assert used and kept > 500
+
+
+def test_a_string_grep_o_passes_over_inside_another_still_gets_its_patterns_tried(tmp_path, monkeypatch):
+    """grep -o goes on after each match: in `abcdef` it reports `abcd` and not `cdef`, which starts inside it.
+    The line is still tried with `cdef`'s pattern (the strings that may overlap a reported one)."""
+    from attribution.node import logs as nodelogs
+
+    f = tmp_path / "error-lines.patterns"
+    f.write_text("abcd\\d\t=abcd\ncdef\t=cdef\n=abcd\n=cdef\n")
+    errorlike = read_error_lines(str(f))
+    assert set(errorlike[3]) == {b"abcd", b"cdef"}
+    data = b"quiet\nxx abcdef yy\nquiet\n"
+    monkeypatch.setattr(nodelogs, "GREP_FROM_BYTES", 0)
+    assert nodelogs._grep(data, ["-i", "-o"], [b"abcd", b"cdef"], None) == [b"9:abcd", b""]
+    assert select_lines(data, [b"NVRM: Xid"], context=0, errorlike=errorlike) == ([[2, ["xx abcdef yy"]]], 3, False)
+
+
+def test_without_grep_a_large_log_is_searched_in_python(monkeypatch):
+    from attribution.node import logs as nodelogs
+
+    errorlike = read_error_lines(str(ERROR_LINES))
+    data = _log(50, {20: "NVRM: Xid (PCI:0000:3b:00): 79", 30: "worker 3 failed"})
+    monkeypatch.setattr(nodelogs, "GREP_FROM_BYTES", 0)
+    with_grep = select_lines(data, [b"NVRM: Xid"], context=0, errorlike=errorlike)
+    monkeypatch.setattr(nodelogs, "GREP", ("/nonexistent/grep",))
+    assert select_lines(data, [b"NVRM: Xid"], context=0, errorlike=errorlike) == with_grep
+    assert [b[0] for b in with_grep[0]] == [20, 30]
 
 
 def test_past_its_deadline_the_selection_stops_and_says_it_was_cut():

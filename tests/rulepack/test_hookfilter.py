@@ -124,4 +124,4 @@ def test_a_changed_error_line_pattern_makes_the_node_copy_stale_until_regenerate
     r = subprocess.run([sys.executable, "-m", "attribution.cli", "rules", "filter", "--error-lines", str(pack)],
                        capture_output=True, text=True, check=True)
     (filt.parent / "error-lines.patterns").write_text(r.stdout)
-    assert check_pack(pack)[0] == [] and "\\bbrownout\\b" in r.stdout.splitlines()
+    assert check_pack(pack)[0] == [] and "\\bbrownout\\b\t=brownout" in r.stdout.splitlines()

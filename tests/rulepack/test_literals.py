@@ -40,3 +40,13 @@ def test_every_match_holds_one_of_the_strings():
     for line in lines:
         if any(re.search(p, line, re.IGNORECASE) for p in patterns):
             assert any(s in line.lower() for s in strings), line
+
+
+def test_each_pattern_gets_the_strings_of_the_set_that_its_matches_hold():
+    """strings_of_each: `error` yields to `err` in the set, so the pattern of `error` is tried on lines holding
+    `err`; a pattern is given only strings its own matches hold."""
+    from attribution.rulepack.literals import strings_of_each
+
+    patterns = [r"\berror(s)?\b", r"\berr(no)?\b", r"\bhung\b|\bhang(s|ing)?\b", r"\bfatal\b"]
+    assert strings_of_each(patterns) == [{"err"}, {"err"}, {"hung", "hang"}, {"fatal"}]
+    assert strings_of_each([r"\berror\b", r"\w+ed"]) is None
