@@ -184,7 +184,8 @@ def split_document(text: str) -> tuple[str, tuple[str, ...]]:
     start = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("<")), None)
     if start is None:
         return "", tuple(ln.strip() for ln in lines if ln.strip())
-    end = max((i for i, ln in enumerate(lines) if ln.rstrip().endswith(">")), default=len(lines) - 1)
+    # the last line ending an element (from the end: a document is ~1,400 lines a GPU, warnings a few)
+    end = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].rstrip().endswith(">")), len(lines) - 1)
     other = [ln.strip() for ln in lines[:start] + lines[end + 1:] if ln.strip()]
     return "".join(lines[start:end + 1]), tuple(other)
 
