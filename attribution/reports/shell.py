@@ -127,23 +127,45 @@ RUNTIME = """
     });
   }
   var ids = Object.keys(data.charts);
-  Promise.all(ids.map(function (id) { return draw(id); })).then(function () {
+  var fits = ids.filter(function (id) { var s = data.charts[id]; return s.usermeta && s.usermeta.fit; });
+  function settle(rounds) {
+    // the page laid out again once its charts were in (it grew taller, a scrollbar took room): after two frames
+    // a fitted chart wider than its element is drawn again, before the page says it is ready
+    return new Promise(function (ok) { requestAnimationFrame(function () { requestAnimationFrame(ok); }); })
+      .then(function () {
+        var again = fits.filter(function (id) {
+          var el = document.getElementById(id), svg = el.querySelector('svg');
+          return svg && svg.getBoundingClientRect().width > el.clientWidth;
+        });
+        if (!again.length || rounds <= 0) { return null; }
+        return Promise.all(again.map(function (id) { return draw(id); })).then(function () { return settle(rounds - 1); });
+      });
+  }
+  Promise.all(ids.map(function (id) { return draw(id); })).then(function () { return settle(3); }).then(function () {
     document.body.setAttribute('data-ready', '1');
   }).catch(function (err) {
     document.body.setAttribute('data-ready', 'error');
     console.error('chart failed: ' + (err && err.message ? err.message : err));
   });
-  var fits = ids.filter(function (id) { var s = data.charts[id]; return s.usermeta && s.usermeta.fit; });
-  var wide = window.innerWidth, timer = null;
+  var wide = window.innerWidth, timer = null, held = false;
   window.addEventListener('resize', function () {
     clearTimeout(timer);
+    if (!fits.length) { return; }
+    // not ready from the resize on (not from the redraw, 150 ms later): nobody reads a chart of the old width
+    if (Math.abs(window.innerWidth - wide) >= 16 && document.body.getAttribute('data-ready') === '1') {
+      document.body.setAttribute('data-ready', '');
+      held = true;
+    }
     timer = setTimeout(function () {
-      if (!fits.length || Math.abs(window.innerWidth - wide) < 16) { return; }
+      if (Math.abs(window.innerWidth - wide) < 16) {
+        if (held) { held = false; document.body.setAttribute('data-ready', '1'); }
+        return;
+      }
+      held = false;
       wide = window.innerWidth;
       document.body.setAttribute('data-ready', '');
-      Promise.all(fits.map(function (id) { return draw(id); })).then(function () {
-        document.body.setAttribute('data-ready', '1');
-      });
+      Promise.all(fits.map(function (id) { return draw(id); })).then(function () { return settle(3); })
+        .then(function () { document.body.setAttribute('data-ready', '1'); });
     }, 150);
   });
 })();
