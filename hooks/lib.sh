@@ -24,11 +24,8 @@ ATTRIBUTION_ENV_REFUSED=
 
 # Why the open file on descriptor $2 (path $1) may not be read, in ATTRIBUTION_ENV_REFUSED; returns 1 when it may.
 attribution_env_refusal() {
-  local f=$1 fd=$2 opened d what uid mode kind rest line i=0
+  local f=$1 fd=$2 d what uid mode rest line i=0
   local paths=("$f")
-  # the open file itself, and the path's own entry and every folder up to / (none followed): two processes
-  opened=$(stat -L -c '%u %a %d:%i %F' -- "/proc/self/fd/$fd" 2>/dev/null) \
-    || { ATTRIBUTION_ENV_REFUSED="cannot stat the open $f"; return 0; }
   d=${f%/*}
   while :; do
     d=${d:-/}
@@ -36,30 +33,30 @@ attribution_env_refusal() {
     [ "$d" = / ] && break
     d=${d%/*}
   done
-  what=$(stat -c '%u %a %d:%i %F' -- "${paths[@]}" 2>/dev/null) \
+  # one process: the open file (`-`, the descriptor given as its input), then the path's own entry and every folder
+  # up to / (none followed); exec: no second fork in the substitution
+  what=$(exec stat -c '%u %a %d:%i %F' -- - "${paths[@]}" <&"$fd" 2>/dev/null) \
     || { ATTRIBUTION_ENV_REFUSED="cannot stat $f or a folder above it"; return 0; }
-  # shellcheck disable=SC2086
-  set -- $opened  # uid mode device:inode type...
-  uid=$1 mode=$2 rest=$3
   while IFS= read -r line; do
-    d=${paths[$i]}
     # shellcheck disable=SC2086
-    set -- $line
+    set -- $line  # uid mode device:inode type...
     if [ "$i" = 0 ]; then
+      uid=$1 mode=$2 rest=$3
+      case "$line" in *'regular file'|*'regular empty file') ;; *) ATTRIBUTION_ENV_REFUSED="$f is not a regular file"; return 0 ;; esac
+    elif [ "$i" = 1 ]; then
       case "$line" in
         *'symbolic link') ATTRIBUTION_ENV_REFUSED="$f is a symbolic link"; return 0 ;;
       esac
       [ "$rest" = "$3" ] || { ATTRIBUTION_ENV_REFUSED="$f changed while it was opened"; return 0; }
-      case "$opened" in *'regular file'|*'regular empty file') ;; *) ATTRIBUTION_ENV_REFUSED="$f is not a regular file"; return 0 ;; esac
       attribution_owned "$f" "$uid" "$mode" || return 0
     else
-      kind=${line#* * * }
-      [ "$kind" = directory ] || { ATTRIBUTION_ENV_REFUSED="$d is a symbolic link, not a folder"; return 0; }
+      d=${paths[$((i - 1))]}
+      [ "${line#* * * }" = directory ] || { ATTRIBUTION_ENV_REFUSED="$d is a symbolic link, not a folder"; return 0; }
       attribution_owned "$d" "$1" "$2" || return 0
     fi
     i=$((i + 1))
   done <<<"$what"
-  [ "$i" = "${#paths[@]}" ] || { ATTRIBUTION_ENV_REFUSED="cannot stat $f or a folder above it"; return 0; }
+  [ "$i" = $((${#paths[@]} + 1)) ] || { ATTRIBUTION_ENV_REFUSED="cannot stat $f or a folder above it"; return 0; }
   return 1
 }
 
@@ -196,12 +193,15 @@ attribution_tail() {
   local file=$1 offset=$2 size
   attribution_number "$offset" || offset=
   [ -f "$file" ] && [ -r "$file" ] || return 0
-  size=$(stat -c %s "$file" 2>/dev/null) || return 0
+  size=$(exec stat -c %s -- "$file" 2>/dev/null) || return 0
   if [ -n "$offset" ] && [ "$offset" -le "$size" ] 2>/dev/null; then
-    timeout -k 1 10 tail -c +$((offset + 1)) -- "$file"
+    set -- -c +$((offset + 1))
   else
-    timeout -k 1 10 tail -c "$ATTRIBUTION_LOOKBACK_BYTES" -- "$file"
+    set -- -c "$ATTRIBUTION_LOOKBACK_BYTES"
   fi
+  # in a pipeline (where the hooks call it) this subshell becomes the timeout: one fork fewer
+  [ "$BASH_SUBSHELL" -gt 0 ] && exec timeout -k 1 10 tail "$@" -- "$file"
+  timeout -k 1 10 tail "$@" -- "$file"
 }
 
 # Exit 0 when this node's kernel or Fabric Manager log since the job started holds a line worth a look.
@@ -217,7 +217,7 @@ attribution_suspicious() {
       journalctl -k -q -o cat --no-pager ${start:+--since=@$((start - 300))} 2>/dev/null \
         | grep -F -q -f "$ATTRIBUTION_FILTER" && return 0 ;;
     *)
-      btime=$(awk '/^btime/ {print $2}' /proc/stat 2>/dev/null)
+      btime=$(exec awk '/^btime/ {print $2}' /proc/stat 2>/dev/null)
       since=0
       attribution_number "$btime" || btime=
       [ -n "$start" ] && [ -n "$btime" ] && since=$((start - btime - 300))
@@ -249,14 +249,18 @@ attribution_run() {
 
 # Snapshot this node's counters into $1 (docs/bundle.md "Telemetry snapshots", in the compact listing form):
 # nvidia-smi.xml (with nvidia-smi.status and .err when it failed); sysfs.txt, one `path:value` line per watched
-# InfiniBand port counter and per AER TOTAL_ERR_* line of every PCI device; at the epilog pci-topology.txt (each PCI
-# device's sysfs path: its bridges); and counters.key, the lines the epilog compares (the watched XML elements, the
+# InfiniBand port counter and per AER TOTAL_ERR_* line of every PCI device (the node collector adds the PCI
+# topology when the job is worth a look: no process here for it); and counters.key, the lines the epilog compares (the watched XML elements, the
 # sysfs lines, and what nvidia-smi printed beside its XML or on failing: a warning naming a GPU, "No devices were
 # found"). A handful of processes, no Python; whatever is missing is left out. The files travel as they are: the
 # centre parses them (the node collector sends their text).
 attribution_snapshot() {
-  local dir=$1 phase=$2 sys="${ATTRIBUTION_SYSFS_ROOT}/sys" c files=()
-  mkdir -p "$dir" || return 1
+  local dir=$1 sys="${ATTRIBUTION_SYSFS_ROOT}/sys" c files=()
+  # the prolog makes the epilog's folder too: the clean job's epilog then starts no mkdir
+  if [ -d "$dir" ]; then :
+  elif [ "${dir##*/}" = prolog ]; then mkdir -p "$dir" "${dir%/*}/epilog" || return 1
+  else mkdir -p "$dir" || return 1
+  fi
   if [ "$ATTRIBUTION_GPU_TOOL" = nvidia-smi ] && [ -x "$ATTRIBUTION_NVIDIA_SMI" ]; then
     # a failed run is kept with its status and stderr: a GPU that fell off the bus makes nvidia-smi fail naming it
     timeout -k 1 "$ATTRIBUTION_SMI_TIMEOUT" "$ATTRIBUTION_NVIDIA_SMI" -q -x >"$dir/nvidia-smi.xml" \
@@ -267,8 +271,6 @@ attribution_snapshot() {
   fi
   files+=("$sys"/bus/pci/devices/*/aer_dev_fatal "$sys"/bus/pci/devices/*/aer_dev_nonfatal)
   grep -s -H -E '^([0-9]+|TOTAL_ERR_[A-Z]+ [0-9]+)$' "${files[@]}" >"$dir/sysfs.txt"
-  [ "$phase" = epilog ] && [ -s "$dir/sysfs.txt" ] \
-    && readlink -f "$sys"/bus/pci/devices/* >"$dir/pci-topology.txt" 2>/dev/null
   # one grep: the watched XML elements, and every line that is not XML (the sysfs lines, nvidia-smi's messages)
   grep -s -h -E -e "<($ATTRIBUTION_SMI_TAGS)[> ]" -e '^[[:space:]]*[^<[:space:]]' "$dir/nvidia-smi.xml" \
     "$dir/sysfs.txt" "$dir/nvidia-smi.err" "$dir/nvidia-smi.status" >"$dir/counters.key"

@@ -17,6 +17,7 @@ from attribution.collect.telemetry import (parse_aer, parse_aer_listing, parse_i
                                            snapshot_from_json, snapshot_to_json, TelemetryError, xml_tags_of)
 from attribution.extract.counters import check_examples, counter_rules, evaluate, watched
 from attribution.model import ExecutionContext
+from attribution.node.snapshots import pci_topology, read_snapshots
 from attribution.pipeline.diagnose import diagnose_bundle
 from attribution.pipeline.rulecheck import check_pack, example_context
 from attribution.samples import Snapshot
@@ -104,6 +105,8 @@ def test_the_hooks_listing_and_the_bundle_tree_read_the_same(tmp_path):
     node.aer(node.bridge_of_gpu(5), "aer_dev_fatal", {"SDES": 1})
     hook = tmp_path / "hook"
     _snapshot(node, hook, "epilog")
+    # the PCI topology: the node collector's part of the epilog snapshot (attribution/node/snapshots.py)
+    (hook / "pci-topology.txt").write_text(pci_topology(str(node.root)))
     tree = tmp_path / "tree"
     (tree).mkdir()
     shutil.copy(hook / "nvidia-smi.xml", tree / "nvidia-smi.xml")
@@ -125,6 +128,26 @@ def test_the_hooks_listing_and_the_bundle_tree_read_the_same(tmp_path):
     assert a.gpu_of(node.bridge_of_gpu(5)) == "0000:c3:00"
     assert snapshot_from_json(snapshot_to_json(a)) == a
 
+
+
+def test_the_collectors_pci_topology_is_what_readlink_printed_in_the_hook(tmp_path):
+    """The epilog snapshot's PCI topology, now the node collector's (a clean job's hook starts no process for it):
+    the same lines `readlink -f /sys/bus/pci/devices/*` printed, read with the bridges above each GPU; a prolog
+    snapshot, or one without sysfs lines, gets none."""
+    node = FakeNode(tmp_path / "root")
+    folder = tmp_path / "telemetry"
+    _snapshot(node, folder / "prolog", "prolog")
+    _snapshot(node, folder / "epilog", "epilog")
+    devices = sorted((node.sys / "bus" / "pci" / "devices").iterdir())
+    printed = subprocess.run(["readlink", "-f", *map(str, devices)], capture_output=True, text=True, check=True)
+    got = read_snapshots(str(folder), str(node.root))
+    assert got["epilog"]["pci-topology.txt"] == printed.stdout
+    assert "pci-topology.txt" not in got["prolog"]
+    assert "pci-topology.txt" not in read_snapshots(str(folder))["epilog"]  # asked for only by the collector
+    parents = parse_pci_topology(got["epilog"]["pci-topology.txt"])
+    assert parents[node.gpu_bdf[5]][0] == node.bridge_of_gpu(5)
+    (folder / "epilog" / "sysfs.txt").write_text("")
+    assert "pci-topology.txt" not in read_snapshots(str(folder), str(node.root))["epilog"]
 
 # -- the rules ----------------------------------------------------------------------------------------------------
 
