@@ -14,6 +14,7 @@ uncorrectable only) are what is read, summed for the GPU.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from attribution.model import normalize_gpu
@@ -190,6 +191,20 @@ def split_document(text: str) -> tuple[str, tuple[str, ...]]:
     return "".join(lines[start:end + 1]), tuple(other)
 
 
+#: Sections of a <gpu> that nothing here reads: the clocks (<supported_clocks> alone is most of a real document,
+#: every memory clock with its graphics clocks), temperatures, power, utilization, memory use, the processes.
+#: They are cut from the text before parsing (the tree then holds a few hundred elements a GPU, not thousands);
+#: a document that no longer parses once cut (a section nested in itself, which nvidia-smi never writes) is parsed
+#: whole.
+UNREAD_SECTIONS = ("supported_clocks", "clocks", "applications_clocks", "default_applications_clocks",
+                   "deferred_clocks", "max_clocks", "max_customer_boost_clocks", "clock_policy",
+                   "clocks_event_reasons", "clocks_throttle_reasons", "clocks_event_reasons_counters",
+                   "temperature", "supported_gpu_target_temp", "gpu_power_readings", "power_readings",
+                   "module_power_readings", "utilization", "encoder_stats", "fbc_stats", "fb_memory_usage",
+                   "bar1_memory_usage", "cc_protected_memory_usage", "voltage", "processes", "accounted_processes")
+_UNREAD = re.compile(rb"<(" + b"|".join(t.encode() for t in UNREAD_SECTIONS) + rb")>.*?</\1>", re.S)
+
+
 def parse_nvidia_smi_xml(text: str | bytes, where: str = "nvidia-smi.xml"):
     """(counters by GPU, facts by GPU) of one `nvidia-smi -q -x` document. Raises TelemetryError."""
     if isinstance(text, str):
@@ -198,9 +213,12 @@ def parse_nvidia_smi_xml(text: str | bytes, where: str = "nvidia-smi.xml"):
 
     # the DOCTYPE names a DTD nvidia-smi does not ship; expat ignores external DTDs and entity expansion is bounded
     try:
-        root = ET.fromstring(text)
-    except ET.ParseError as exc:
-        raise TelemetryError(f"{where}: not an nvidia-smi XML document: {exc}") from None
+        root = ET.fromstring(_UNREAD.sub(b"", text))
+    except ET.ParseError:
+        try:
+            root = ET.fromstring(text)
+        except ET.ParseError as exc:
+            raise TelemetryError(f"{where}: not an nvidia-smi XML document: {exc}") from None
     if root.tag not in ("nvidia_smi_log", "nvidia_smi"):
         raise TelemetryError(f"{where}: root element <{root.tag}>, expected <nvidia_smi_log>")
     gpus: dict[str, dict[str, float]] = {}

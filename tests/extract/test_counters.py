@@ -82,6 +82,31 @@ def test_not_xml_is_one_error_naming_the_file():
                              "x/nvidia-smi.xml")
 
 
+def test_the_sections_cut_before_parsing_change_no_value(monkeypatch):
+    """The clocks, temperatures, power readings, utilization and processes are cut from the text before it is
+    parsed: every stored document (four driver generations, fourteen real boards, the faked node's 8 GPUs) reads
+    the same counters and facts as from the whole tree, and the cut leaves less to parse."""
+    import attribution.collect.smi_xml as smi_xml
+
+    docs = sorted(DATA.rglob("*.xml"))
+    assert len(docs) >= 15
+    texts = [d.read_bytes() for d in docs] + [smi_document(8).encode()]
+    cut = [smi_xml._UNREAD.sub(b"", t) for t in texts]
+    assert sum(map(len, cut)) < 0.7 * sum(map(len, texts))
+    pruned = [parse_nvidia_smi_xml(t) for t in texts]
+    monkeypatch.setattr(smi_xml, "_UNREAD", re.compile(rb"(?!)"))  # matches nothing: the whole tree
+    whole = [parse_nvidia_smi_xml(t) for t in texts]
+    assert pruned == whole and all(gpus for gpus, _ in whole)
+
+
+def test_a_section_nested_in_itself_is_parsed_whole():
+    """Cutting from <clocks> to the first </clocks> breaks a document where a cut section holds one of the same name
+    (nvidia-smi never writes that): the whole document is parsed instead, with the same counters."""
+    text = (DATA / "nvidia-smi-r535-h100.xml").read_text()
+    odd = text.replace("<clocks>", "<clocks><clocks></clocks>", 1)
+    assert odd != text and parse_nvidia_smi_xml(odd) == parse_nvidia_smi_xml(text)
+
+
 def test_aer_file_as_the_kernel_documents_it():
     text = "RxErr 0\nBadTLP 2\nBadDLLP 1\nRollover 0\nTimeout 0\nNonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\nTOTAL_ERR_COR 3\n"
     assert parse_aer(text)["TOTAL_ERR_COR"] == 3 and parse_aer(text)["BadTLP"] == 2
