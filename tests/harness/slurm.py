@@ -313,13 +313,31 @@ class SlurmCluster:
                 f.close()
         self._locks = []
 
-    def _check_ports_free(self) -> None:
+    def _busy_ports(self) -> list[int]:
         busy = []
         for port in self.ports:
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
                 s.settimeout(0.2)
                 if s.connect_ex(("127.0.0.1", port)) == 0:
                     busy.append(port)
+        return busy
+
+    def _check_ports_free(self) -> None:
+        busy = self._busy_ports()
+        if busy:
+            # this run holds every port's lock, so no live test cluster owns them: a daemon of ours still listening
+            # is left from a run that was killed before its stop() (a Ctrl-C, a CI timeout); it is ended, and
+            # anything else on the port is reported
+            stale = _stale_daemons(busy)
+            for pid in stale:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            deadline = time.monotonic() + 10
+            while stale and any(_alive(pid) for pid in stale) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            busy = self._busy_ports()
         if busy:
             raise SlurmHarnessError(
                 f"ports {busy} already in use: another test cluster running? "
@@ -823,6 +841,36 @@ def _alive(pid: int | None) -> bool:
         return fields[0] not in ("Z", "X")
     except (OSError, IndexError):
         return False
+
+
+#: The daemons a test cluster starts (what a killed run can leave listening on its ports)
+OUR_DAEMONS = ("slurmctld", "slurmd", "slurmdbd", "slurmrestd", "mariadbd", "mysqld", "munged")
+
+
+def _stale_daemons(ports: list[int]) -> list[int]:
+    """The pids of the test cluster daemons (OUR_DAEMONS) listening on `ports`: each port's listening socket in
+    /proc/net/tcp(6), its owner found by the socket's inode among the processes' descriptors."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) in ports:  # 0A: LISTEN
+                inodes.add(cols[9])
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            held = {os.readlink(f) for f in (d / "fd").iterdir()}
+        except OSError:
+            continue
+        if any(f"socket:[{i}]" in held for i in inodes) and any(_is_program(int(d.name), n) for n in OUR_DAEMONS):
+            pids.append(int(d.name))
+    return pids
 
 
 def _is_program(pid: int, name: str) -> bool:
