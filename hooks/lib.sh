@@ -33,8 +33,8 @@ attribution_env_refusal() {
     [ "$d" = / ] && break
     d=${d%/*}
   done
-  # one process: the open file (`-`, the descriptor given as its input), then the path's own entry and every folder
-  # up to / (none followed); exec: no second fork in the substitution
+  # one process: the open file (`-`, the descriptor given as its input: GNU stat since 2009), then the path's
+  # own entry and every folder up to / (none followed); exec: no second fork in the substitution
   what=$(exec stat -c '%u %a %d:%i %F' -- - "${paths[@]}" <&"$fd" 2>/dev/null) \
     || { ATTRIBUTION_ENV_REFUSED="cannot stat $f or a folder above it"; return 0; }
   while IFS= read -r line; do
@@ -250,9 +250,9 @@ attribution_run() {
 # Snapshot this node's counters into $1 (docs/bundle.md "Telemetry snapshots", in the compact listing form):
 # nvidia-smi.xml (with nvidia-smi.status and .err when it failed); sysfs.txt, one `path:value` line per watched
 # InfiniBand port counter and per AER TOTAL_ERR_* line of every PCI device (the node collector adds the PCI
-# topology when the job is worth a look: no process here for it); and counters.key, the lines the epilog compares (the watched XML elements, the
-# sysfs lines, and what nvidia-smi printed beside its XML or on failing: a warning naming a GPU, "No devices were
-# found"). A handful of processes, no Python; whatever is missing is left out. The files travel as they are: the
+# topology when the job is worth a look: no process here for it); and counters.key, the lines the epilog compares
+# (the watched XML elements, the sysfs lines, and what nvidia-smi printed beside its XML or on failing: a warning
+# naming a GPU, "No devices were found"). A handful of processes, no Python; whatever is missing is left out. The files travel as they are: the
 # centre parses them (the node collector sends their text).
 attribution_snapshot() {
   local dir=$1 sys="${ATTRIBUTION_SYSFS_ROOT}/sys" c files=()
