@@ -24,6 +24,9 @@ BODY_MODELS = (ObservationDocument, JobContextDoc)
 
 def add_report_routes(app: FastAPI, svc: Service) -> None:
     reporter = [Depends(require("report"))]
+    # the rule pack's Hyperscan databases, compiled when the worker starts (app.py's lifespan runs app.state.warm
+    # in a thread): a worker's first reports are not the ones that wait for them
+    app.state.warm = [*getattr(app.state, "warm", []), svc.ruleset.warm]
 
     def refuse(principal: Principal, cluster: str, nodes, role: str) -> None:
         why = principal.refusal(cluster, nodes, role)

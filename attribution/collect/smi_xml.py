@@ -201,20 +201,30 @@ UNREAD_SECTIONS = ("supported_clocks", "clocks", "applications_clocks", "default
                    "clocks_event_reasons", "clocks_throttle_reasons", "clocks_event_reasons_counters",
                    "temperature", "supported_gpu_target_temp", "gpu_power_readings", "power_readings",
                    "module_power_readings", "utilization", "encoder_stats", "fbc_stats", "fb_memory_usage",
-                   "bar1_memory_usage", "cc_protected_memory_usage", "voltage", "processes", "accounted_processes")
+                   "bar1_memory_usage", "cc_protected_memory_usage", "voltage", "processes", "accounted_processes",
+                   # what differs between two snapshots of an unchanged GPU: the time, the fan, the performance
+                   # state, the PCIe link's current generation and width, its traffic
+                   "timestamp", "fan_speed", "performance_state", "pci_gpu_link_info", "tx_util", "rx_util")
 _UNREAD = re.compile(rb"<(" + b"|".join(t.encode() for t in UNREAD_SECTIONS) + rb")>.*?</\1>", re.S)
 
 
-def parse_nvidia_smi_xml(text: str | bytes, where: str = "nvidia-smi.xml"):
-    """(counters by GPU, facts by GPU) of one `nvidia-smi -q -x` document. Raises TelemetryError."""
+def parse_nvidia_smi_xml(text: str | bytes, where: str = "nvidia-smi.xml", memo: dict | None = None):
+    """(counters by GPU, facts by GPU) of one `nvidia-smi -q -x` document. Raises TelemetryError. `memo` (a dict
+    shared by the documents of one report): a document whose text, once the unread sections are cut, is one
+    already parsed (the prolog's and epilog's of a GPU whose counters did not change) is not parsed again."""
     if isinstance(text, str):
         text = text.encode("utf-8", "replace")
+    cut = _UNREAD.sub(b"", text)
+    if memo is not None and cut in memo:
+        gpus, info = memo[cut]
+        return {k: dict(v) for k, v in gpus.items()}, {k: dict(v) for k, v in info.items()}
     import xml.etree.ElementTree as ET  # only where nvidia-smi wrote its XML (~8 ms of a hook's imports otherwise)
 
     # the DOCTYPE names a DTD nvidia-smi does not ship; expat ignores external DTDs and entity expansion is bounded
     try:
-        root = ET.fromstring(_UNREAD.sub(b"", text))
+        root = ET.fromstring(cut)
     except ET.ParseError:
+        memo = None  # parsed whole: its values are not only the cut text's
         try:
             root = ET.fromstring(text)
         except ET.ParseError as exc:
@@ -237,6 +247,8 @@ def parse_nvidia_smi_xml(text: str | bytes, where: str = "nvidia-smi.xml"):
         if driver:
             facts["driver"] = driver
         info[bus] = facts
+    if memo is not None:
+        memo[cut] = ({k: dict(v) for k, v in gpus.items()}, {k: dict(v) for k, v in info.items()})
     return gpus, info
 
 

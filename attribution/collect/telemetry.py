@@ -47,15 +47,16 @@ def _status(text: str | None) -> int:
 # -- one snapshot from its files ------------------------------------------------------------------------------
 
 
-def parse_snapshot(files: Mapping[str, str], phase: str, shown: str) -> Snapshot | None:
+def parse_snapshot(files: Mapping[str, str], phase: str, shown: str, memo: dict | None = None) -> Snapshot | None:
     """The snapshot in `files` ({file name: text}, the compact listing form); None when `files` is empty.
-    Unreadable parts become problems; what nvidia-smi printed beside its document becomes `messages`."""
+    Unreadable parts become problems; what nvidia-smi printed beside its document becomes `messages`. `memo`:
+    shared by a report's two phases, an unchanged nvidia-smi document is parsed once (smi_xml)."""
     if not files:
         return None
-    return _parse(files, phase, shown)
+    return _parse(files, phase, shown, memo)
 
 
-def _gpu_part(files: Mapping[str, str], shown: str):
+def _gpu_part(files: Mapping[str, str], shown: str, memo: dict | None = None):
     """(gpus, info, lost, present, problems, gaps, messages) of the GPU tool's files."""
     gpus: dict = {}
     info: dict = {}
@@ -70,7 +71,7 @@ def _gpu_part(files: Mapping[str, str], shown: str):
         err = tuple(ln.strip() for ln in (files.get(NVIDIA_SMI_ERR) or "").splitlines() if ln.strip())
         messages = err + stray
         try:
-            gpus, info = parse_nvidia_smi_xml(document or "\n".join(stray), f"{shown}/{NVIDIA_SMI_XML}")
+            gpus, info = parse_nvidia_smi_xml(document or "\n".join(stray), f"{shown}/{NVIDIA_SMI_XML}", memo)
             present.append("nvidia-smi")
             if status:
                 gaps.append(f"nvidia-smi exited {status}; its document was read"
@@ -85,12 +86,12 @@ def _gpu_part(files: Mapping[str, str], shown: str):
     return gpus, info, lost, present, problems, gaps, messages
 
 
-def _parse(files: Mapping[str, str], phase: str, shown: str) -> Snapshot:
+def _parse(files: Mapping[str, str], phase: str, shown: str, memo: dict | None = None) -> Snapshot:
     big = [n for n, text in files.items() if len(text) > MAX_FILE_BYTES]
     problems = [f"{shown}/{n}: larger than {MAX_FILE_BYTES} bytes" for n in big]
     files = {n: text for n, text in files.items() if n not in big}
     try:
-        gpus, info, lost, present, problems_gpu, gaps, messages = _gpu_part(files, shown)
+        gpus, info, lost, present, problems_gpu, gaps, messages = _gpu_part(files, shown, memo)
         problems.extend(problems_gpu)
     except TelemetryError as exc:  # a document that is not XML from a run that did not fail
         gpus, info, lost, present, gaps, messages = {}, {}, (), [], [], ()

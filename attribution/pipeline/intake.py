@@ -72,8 +72,9 @@ def node_piece(ruleset: RuleSet, report: NodeReport) -> Piece:
         from attribution.extract.counters import evaluate
 
         shown = report.counters_folder or "telemetry"
-        pro = parse_snapshot(report.counters.get("prolog") or {}, "prolog", f"{shown}/prolog")
-        epi = parse_snapshot(report.counters.get("epilog") or {}, "epilog", f"{shown}/epilog")
+        memo: dict = {}  # the epilog's nvidia-smi document, unchanged since the prolog's, is not parsed again
+        pro = parse_snapshot(report.counters.get("prolog") or {}, "prolog", f"{shown}/prolog", memo)
+        epi = parse_snapshot(report.counters.get("epilog") or {}, "epilog", f"{shown}/epilog", memo)
         if pro is not None or epi is not None:
             telemetry = {node: (pro, epi)}
             events = sorted(events + evaluate(ruleset, ctx, node, pro, epi), key=Event.sort_key)

@@ -95,14 +95,20 @@ class Prefilter:
                 out.append(pos)
         return out
 
+    def warm(self) -> None:
+        """Load or compile the Hyperscan database now (a service worker does it at its start, off the request
+        path; otherwise the first search does). A search meanwhile uses RE2, with the same offsets."""
+        if self._hs_tried:
+            return
+        self._hs_tried = True
+        hs = _loaded(self._hs_blob) if self._hs_blob is not None else None
+        self._hs_blob = None
+        self._hs = hs if hs is not None else hyperscan_database(self.patterns)
+
     def _find(self, block: bytes, end: int | None) -> list[int]:
         n = len(block) if end is None else end
         if not self._hs_tried:
-            self._hs_tried = True
-            self._hs = _loaded(self._hs_blob) if self._hs_blob is not None else None
-            self._hs_blob = None
-            if self._hs is None:
-                self._hs = hyperscan_database(self.patterns)
+            self.warm()
         if self._hs is None:
             return self.find_re2(block, 0, n)
         out: list[int] = []

@@ -336,6 +336,13 @@ class RuleSet(Value):
     def prefilter(self, source: str) -> Prefilter:
         return self._prefilters.get(source) or Prefilter(())
 
+    def warm(self) -> None:
+        """Every prefilter's Hyperscan database loaded or compiled (the service's workers, at their start)."""
+        for pf in self._prefilters.values():
+            pf.warm()
+        if self.errorlike is not None:
+            self.errorlike.warm()
+
     def document(self, type_: str) -> list[tuple[str, Any]]:
         """The validated documents of a type as loaded, `(path, data)` each (the drain policy's checks read them)."""
         return list(self.documents.get(type_, ()))

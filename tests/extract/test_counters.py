@@ -99,6 +99,28 @@ def test_the_sections_cut_before_parsing_change_no_value(monkeypatch):
     assert pruned == whole and all(gpus for gpus, _ in whole)
 
 
+def test_an_epilog_document_unchanged_but_for_time_heat_and_traffic_is_parsed_once():
+    """A report's two phases share a memo: the epilog's document that differs from the prolog's only in what
+    changes on an idle GPU (the time, temperatures, the fan, the performance state, the PCIe link's current
+    generation, its traffic) reads from the prolog's parse with the same values; one changed counter is parsed."""
+    text = (DATA / "nvidia-smi-r535-h100.xml").read_text()
+    later = (text.replace("Tue Oct  1 12:00:02 2026", "Tue Oct  1 13:10:40 2026")
+             .replace("<gpu_temp>61 C</gpu_temp>", "<gpu_temp>38 C</gpu_temp>")
+             .replace("<performance_state>P0</performance_state>", "<performance_state>P8</performance_state>")
+             .replace("<current_link_gen>5</current_link_gen>", "<current_link_gen>1</current_link_gen>")
+             .replace("<tx_util>543 KB/s</tx_util>", "<tx_util>0 KB/s</tx_util>"))
+    assert later.count("\n") == text.count("\n") and later != text
+    memo: dict = {}
+    first, second = parse_nvidia_smi_xml(text, memo=memo), parse_nvidia_smi_xml(later, memo=memo)
+    assert len(memo) == 1 and first == second == parse_nvidia_smi_xml(later)
+    changed = later.replace("<dram_uncorrectable>0</dram_uncorrectable>",
+                            "<dram_uncorrectable>2</dram_uncorrectable>", 1)
+    third = parse_nvidia_smi_xml(changed, memo=memo)
+    assert len(memo) == 2 and third == parse_nvidia_smi_xml(changed) != first
+    second[0][next(iter(second[0]))]["x"] = 1  # a caller's change to what it got reaches no other caller
+    assert parse_nvidia_smi_xml(later, memo=memo) == first
+
+
 def test_a_section_nested_in_itself_is_parsed_whole():
     """Cutting from <clocks> to the first </clocks> breaks a document where a cut section holds one of the same name
     (nvidia-smi never writes that): the whole document is parsed instead, with the same counters."""

@@ -25,6 +25,20 @@ def test_hyperscan_is_the_engine_here(ruleset):
     assert pf._hs is not None
 
 
+def test_warming_a_pack_compiles_every_prefilter_before_its_first_search():
+    """The service's workers warm their rule pack at start: every source's prefilter and the error-looking filter
+    hold their Hyperscan database before any line is searched, and select what they selected unwarmed."""
+    from attribution.rulepack.load import load_rules
+
+    cold, warm = load_rules(), load_rules()
+    filters = [*warm._prefilters.values(), warm.errorlike]
+    assert filters and not any(pf._hs_tried for pf in filters)
+    warm.warm()
+    assert all(pf._hs_tried and pf._hs is not None for pf in filters)
+    block = _examples_block(cold, "kernel")
+    assert warm.prefilter("kernel").find(block) == cold.prefilter("kernel").find(block) != []
+
+
 def _examples_block(ruleset, source: str) -> bytes:
     lines = []
     for r in ruleset.rules_for(source):
