@@ -52,12 +52,34 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
     import shutil
     import tempfile
 
+    import signal
+
     metrics_dir = tempfile.mkdtemp(prefix="attribution-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    previous = signal.signal(signal.SIGTERM, _stopped)
+    stopped_by = None
     try:
         _run(ctx, settings, host, port, workers, access_log, log_level, log_json)
+    except _Stopped as exc:
+        stopped_by = exc.signum
     finally:
+        signal.signal(signal.SIGTERM, previous)
         shutil.rmtree(metrics_dir, ignore_errors=True)
+    if stopped_by is not None:
+        signal.raise_signal(stopped_by)  # the end uvicorn meant, once everything is cleaned up
+
+
+class _Stopped(BaseException):  # not an Exception: no handler on the way may take it for an error
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stopped(signum: int, _frame) -> None:
+    """SIGTERM (systemctl stop): uvicorn catches it, shuts down, and raises it again once done, so that the process
+    ends by that signal; with the default action it would die there, before the cleanup of every block it is in
+    (the metrics folder, the Kueue watcher, an embedded database). Raised as _Stopped, it unwinds them first."""
+    raise _Stopped(signum)
 
 
 def _run(ctx: click.Context, settings, host: str, port: int, workers: int, access_log: bool, log_level: str,

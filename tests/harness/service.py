@@ -82,10 +82,11 @@ def write_tokens(path: Path) -> dict[str, str]:
 def start_service(db_url: str, tmp_dir: Path, service: dict[str, Any] | None = None, workers: int = 1,
                   timeout: float = 60, database: dict[str, Any] | None = None,
                   serve_args: tuple[str, ...] = (), extra_tokens: str = "",
-                  open_files: int | None = None, settings: dict[str, Any] | None = None) -> RunningService:
+                  open_files: int | None = None, settings: dict[str, Any] | None = None,
+                  env: dict[str, str] | None = None) -> RunningService:
     """Start `attribution serve` on 127.0.0.1:<free port> against `db_url` (already migrated). `extra_tokens`:
     lines added to the tokens file; `open_files`: the server's RLIMIT_NOFILE (soft and hard); `settings`: more
-    sections of its configuration file (e.g. job_actions)."""
+    sections of its configuration file (e.g. job_actions); `env`: more environment variables."""
     import httpx
 
     tmp_dir.mkdir(parents=True, exist_ok=True)
@@ -105,7 +106,8 @@ def start_service(db_url: str, tmp_dir: Path, service: dict[str, Any] | None = N
     }
     config.write_text(yaml.safe_dump(settings))
     log = tmp_dir / "service.log"
-    env = {k: v for k, v in os.environ.items() if k not in ("ATTRIBUTION_CONFIG", "ATTRIBUTION_DATABASE_URL")}
+    env = {**{k: v for k, v in os.environ.items() if k not in ("ATTRIBUTION_CONFIG", "ATTRIBUTION_DATABASE_URL")},
+           **(env or {})}
     with open(log, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "attribution.cli", "--config", str(config), "serve",
                                  "--no-access-log", *serve_args], stdout=out, stderr=subprocess.STDOUT, env=env,
