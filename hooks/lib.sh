@@ -252,8 +252,8 @@ attribution_run() {
 # InfiniBand port counter and per AER TOTAL_ERR_* line of every PCI device (the node collector adds the PCI
 # topology when the job is worth a look: no process here for it); and counters.key, the lines the epilog compares
 # (the watched XML elements, the sysfs lines, and what nvidia-smi printed beside its XML or on failing: a warning
-# naming a GPU, "No devices were found"). A handful of processes, no Python; whatever is missing is left out. The files travel as they are: the
-# centre parses them (the node collector sends their text).
+# naming a GPU, "No devices were found"). A handful of processes, no Python; whatever is missing is left out. The
+# files travel as they are: the centre parses them (the node collector sends their text).
 attribution_snapshot() {
   local dir=$1 sys="${ATTRIBUTION_SYSFS_ROOT}/sys" c files=()
   # the prolog makes the epilog's folder too: the clean job's epilog then starts no mkdir

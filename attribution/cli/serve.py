@@ -50,9 +50,8 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int |
     # /metrics adds up every worker's counters from one directory (prometheus_client's multiprocess mode),
     # made new for each start so no earlier run's counts survive; removed when the service stops.
     import shutil
-    import tempfile
-
     import signal
+    import tempfile
 
     metrics_dir = tempfile.mkdtemp(prefix="attribution-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir

@@ -289,8 +289,8 @@ def collect(settings, environ, t0: float, deadline: float, *, kernel_source=None
         logs.append(log)
     out.logs = len(logs)
     try:
-        counters = read_snapshots(telemetry_dir, settings.get("ATTRIBUTION_SYSFS_ROOT") or "") if telemetry_dir \
-            else {}
+        sysfs_root = settings.get("ATTRIBUTION_SYSFS_ROOT") or ""  # where the collector reads the PCI topology
+        counters = read_snapshots(telemetry_dir, sysfs_root) if telemetry_dir else {}
     except Exception as exc:  # the same for the snapshots: the logs still go out
         counters = {}
         out.notes.append(f"counter snapshots not read: {type(exc).__name__}: {exc}"[:300])

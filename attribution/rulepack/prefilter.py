@@ -107,8 +107,7 @@ class Prefilter:
 
     def _find(self, block: bytes, end: int | None) -> list[int]:
         n = len(block) if end is None else end
-        if not self._hs_tried:
-            self.warm()
+        self.warm()
         if self._hs is None:
             return self.find_re2(block, 0, n)
         out: list[int] = []
